@@ -1,0 +1,52 @@
+# ragsweep developer tasks. `make help` lists them.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+SQUAD ?= ../shared/data/squad-v2-dev-cs224n-half/dev-v2.0.json
+UI_PORT ?= 5000
+
+.DEFAULT_GOAL := help
+.PHONY: help setup run test test-all lint format ui import-squad run-squad bench clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
+
+$(BIN)/ragsweep: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+setup: $(BIN)/ragsweep ## Create .venv and install ragsweep (editable) with dev tools
+
+run: setup ## Evaluate the default config on the bundled demo data (logs to outputs/mlflow.db)
+	$(BIN)/ragsweep
+
+test: setup ## Run the test suite (what CI runs)
+	$(BIN)/pytest -q
+
+lint: setup ## ruff (lint + format check) and mypy
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+format: setup ## Apply ruff fixes and formatting
+	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench
+
+ui: setup ## MLflow UI on http://127.0.0.1:$(UI_PORT) over the project's store
+	$(BIN)/mlflow ui --host 127.0.0.1 --port $(UI_PORT) \
+	  --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db \
+	  --default-artifact-root $(CURDIR)/outputs/mlartifacts
+
+import-squad: setup ## Import the shared SQuAD 2.0 dev half into outputs/squad
+	$(BIN)/ragsweep-import squad $(SQUAD) outputs/squad
+
+run-squad: import-squad ## Evaluate the default config on the imported SQuAD data
+	$(BIN)/ragsweep corpus=squad golden=squad
+
+bench: import-squad ## Benchmarks (wall time, peak memory, embed throughput); see bench/README.md
+	$(BIN)/python bench/bench_run.py
+
+clean: ## Remove outputs (runs, MLflow store, caches), keep the venv
+	find outputs -mindepth 1 ! -name .gitkeep -exec rm -rf {} +

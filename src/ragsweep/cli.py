@@ -1,0 +1,77 @@
+"""The ``ragsweep`` console script: a thin Hydra app around :func:`run_from_config`.
+
+``ragsweep`` evaluates the default config on the bundled demo data; any axis is an
+override (``ragsweep chunking=heading chunking.size=400 preprocess=nfkc``) and ``-m`` runs
+a Hydra sweep (one MLflow run per job).
+
+Config directory: ``$RAGSWEEP_CONF_DIR`` if set, else the ``conf/`` folder of the source
+tree this package was installed from (editable install). Extra config folders can be added
+with Hydra's ``--config-dir``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from ragsweep.config import RunConfig
+from ragsweep.errors import RagsweepError
+from ragsweep.pipeline import run_evaluation
+
+
+def config_dir() -> Path:
+    """The Hydra config directory (see module docstring)."""
+    if os.environ.get("RAGSWEEP_CONF_DIR"):
+        return Path(os.environ["RAGSWEEP_CONF_DIR"]).resolve()
+    return Path(__file__).resolve().parents[2] / "conf"
+
+
+def project_root() -> str:
+    """``$RAGSWEEP_ROOT`` or the folder holding the config directory (the repo root)."""
+    return os.environ.get("RAGSWEEP_ROOT") or str(config_dir().parent)
+
+
+if not OmegaConf.has_resolver("ragsweep_root"):
+    OmegaConf.register_new_resolver("ragsweep_root", project_root)
+
+
+def plain_config(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as plain data, without Hydra's own node."""
+    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    return cast(dict[str, Any], container)
+
+
+def run_from_config(cfg: DictConfig, output_dir: Path) -> float:
+    """Validate ``cfg``, run one evaluation into ``output_dir``; return the objective."""
+    resolved = plain_config(cfg)
+    run_cfg = RunConfig.from_container(resolved)
+    return run_evaluation(run_cfg, resolved, output_dir).objective
+
+
+@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
+def _app(cfg: DictConfig) -> float:
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    try:
+        return run_from_config(cfg, output_dir)
+    except RagsweepError as exc:
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            raise  # the launcher/sweeper records the job as failed and goes on
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,324 @@
+"""Typed, validated stage configurations.
+
+Hydra composes a DictConfig from ``conf/``; :func:`RunConfig.from_dictconfig` turns each
+group into the frozen dataclass of its stage and validates it before any work starts.
+Stage functions receive only their own dataclass, never the whole config.
+
+Fields that do not change a result (thread counts, batch sizes, paths of outputs) are marked
+``affects_result=False`` and are left out of :meth:`RunConfig.result_fields`, which is what
+the config hash is computed from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ragsweep.errors import ConfigError
+
+C = TypeVar("C")
+
+SPLITS = ("tuning", "holdout")
+
+
+def not_hashed(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
+    """A dataclass field that does not affect results and is excluded from config hashes."""
+    if default is dataclasses.MISSING:
+        return field(metadata={"affects_result": False}, **kwargs)
+    return field(default=default, metadata={"affects_result": False}, **kwargs)
+
+
+def result_fields(obj: Any) -> dict[str, Any]:
+    """The fields of a config dataclass that affect results, recursively, as plain values."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        if f.metadata.get("affects_result", True) is False:
+            continue
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = result_fields(value)
+        out[f.name] = value
+    return out
+
+
+def _coerce(value: Any, annotation: Any, key: str) -> Any:
+    """Check ``value`` against a (simple) type annotation; lists become tuples."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{key}: unexpected value {value!r}")
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key} must be a list, got {value!r}")
+        inner = args[0] if args else Any
+        return tuple(_coerce(v, inner, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin in (dict, Mapping) or annotation in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key} must be a mapping, got {value!r}")
+        return dict(value)
+    if annotation is Any:
+        return value
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} must be true or false, got {value!r}")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key} must be an integer, got {value!r}")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key} must be a number, got {value!r}")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key} must be a string, got {value!r}")
+        return value
+    return value
+
+
+def from_mapping(cls: type[C], data: Mapping[str, Any] | None, prefix: str) -> C:
+    """Build config dataclass ``cls`` from ``data``, naming ``prefix.key`` in every error."""
+    data = dict(data or {})
+    hints = typing.get_type_hints(cls)
+    fields_by_name = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(fields_by_name))
+    if unknown:
+        name = unknown[0]
+        close = difflib.get_close_matches(name, list(fields_by_name), n=1, cutoff=0.6)
+        hint = f"; did you mean {prefix}.{close[0]}?" if close else ""
+        allowed = ", ".join(sorted(fields_by_name))
+        raise ConfigError(f"{prefix}.{name} is not a known key (allowed: {allowed}){hint}")
+    kwargs: dict[str, Any] = {}
+    for name, f in fields_by_name.items():
+        if name not in data:
+            no_default = (
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            )
+            if no_default:
+                raise ConfigError(f"{prefix}.{name} is required")
+            continue
+        kwargs[name] = _coerce(data[name], hints[name], f"{prefix}.{name}")
+    return cls(**kwargs)
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+@dataclass(frozen=True)
+class PathsConfig:
+    """Every filesystem location ragsweep uses, in one place."""
+
+    root_dir: str = not_hashed()
+    output_dir: str = not_hashed()
+    cache_dir: str = not_hashed()
+    demo_dir: str = not_hashed()
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """Where the documents are: a directory (recursive) or a JSONL file."""
+
+    path: str = not_hashed()
+    name: str = not_hashed("corpus")
+    extensions: tuple[str, ...] = (".md", ".markdown", ".txt")
+
+    def __post_init__(self) -> None:
+        _require(bool(self.path), "corpus.path must name a directory or a .jsonl file")
+        for ext in self.extensions:
+            _require(ext.startswith("."), f"corpus.extensions entries start with '.', got {ext!r}")
+
+
+@dataclass(frozen=True)
+class GoldenConfig:
+    """The golden question set (JSONL) and how cases without a split are assigned one."""
+
+    path: str = not_hashed()
+    holdout_fraction: float = 1 / 3
+
+    def __post_init__(self) -> None:
+        _require(bool(self.path), "golden.path must name a .jsonl file")
+        _require(
+            0.0 <= self.holdout_fraction < 1.0,
+            f"golden.holdout_fraction={self.holdout_fraction} must be in [0, 1)",
+        )
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    """Text normalization applied to indexed chunk text and to queries (never to offsets).
+
+    ``steps`` run in order; each name comes from the normalizer registry
+    (``cleanup``, ``nfkc``, ``casefold``, ``synonyms``).
+    """
+
+    name: str = not_hashed("none")
+    steps: tuple[str, ...] = ()
+    synonyms_path: str | None = not_hashed(None)
+
+    def __post_init__(self) -> None:
+        _require(
+            "synonyms" not in self.steps or bool(self.synonyms_path),
+            "preprocess.synonyms_path is required when preprocess.steps contains 'synonyms'",
+        )
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    """How source documents are cut into chunks. Sizes are in characters (code points)."""
+
+    mode: str = "fixed"
+    size: int = 800
+    overlap: int = 0
+    heading_prefix: bool = False
+
+    def __post_init__(self) -> None:
+        _require(self.size > 0, f"chunking.size={self.size} must be > 0")
+        _require(
+            0 <= self.overlap < self.size,
+            f"chunking.overlap={self.overlap} must satisfy 0 <= overlap < chunking.size "
+            f"(={self.size})",
+        )
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """The representation chunks and queries are indexed with.
+
+    ``backend`` names a registered backend (``bm25``, ``use_m3``, ...); ``options`` are
+    validated by that backend's own options dataclass, which also declares which options
+    affect results.
+    """
+
+    backend: str
+    model: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """How many chunks are retrieved per question and whether a case's scope is enforced."""
+
+    top_k: int | None = None
+    respect_scope: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self.top_k is None or self.top_k > 0, f"retrieval.top_k={self.top_k} must be > 0")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Which split is scored, at which cut-offs, and what counts as a hit."""
+
+    ks: tuple[int, ...] = (1, 3, 5, 10)
+    split: str = "tuning"
+    min_span_overlap: float = 1.0
+    objective: str = not_hashed("recall_at_5")
+    allow_holdout: bool = not_hashed(False)
+
+    def __post_init__(self) -> None:
+        _require(len(self.ks) > 0, "eval.ks must list at least one cut-off")
+        _require(all(k > 0 for k in self.ks), f"eval.ks={list(self.ks)} must all be > 0")
+        _require(
+            list(self.ks) == sorted(set(self.ks)),
+            f"eval.ks={list(self.ks)} must be strictly increasing",
+        )
+        _require(
+            self.split in SPLITS, f"eval.split={self.split!r} is not one of: {', '.join(SPLITS)}"
+        )
+        _require(
+            0.0 < self.min_span_overlap <= 1.0,
+            f"eval.min_span_overlap={self.min_span_overlap} must be in (0, 1]",
+        )
+        _require(
+            self.split != "holdout" or self.allow_holdout,
+            "eval.split=holdout is reserved for promotion (ragsweep-promote RUN_ID); "
+            "pass eval.allow_holdout=true to evaluate the holdout split directly",
+        )
+
+    @property
+    def max_k(self) -> int:
+        return max(self.ks)
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """Where MLflow runs go. ``uri`` null means MLFLOW_TRACKING_URI, else the local store."""
+
+    enabled: bool = not_hashed(True)
+    uri: str | None = not_hashed(None)
+    experiment: str = not_hashed("ragsweep")
+    artifact_location: str | None = not_hashed(None)
+    run_name: str | None = not_hashed(None)
+    default_db: str = not_hashed("")
+    default_artifacts: str = not_hashed("")
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """Stage caches keyed by config hashes (see docs/caching.md)."""
+
+    enabled: bool = not_hashed(True)
+    dir: str = not_hashed("")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The validated configuration of one evaluation run."""
+
+    corpus: CorpusConfig
+    golden: GoldenConfig
+    preprocess: PreprocessConfig
+    chunking: ChunkingConfig
+    embedding: EmbeddingConfig
+    retrieval: RetrievalConfig
+    eval: EvalConfig
+    tracking: TrackingConfig
+    paths: PathsConfig
+    cache: CacheConfig
+
+    @classmethod
+    def from_container(cls, data: Mapping[str, Any]) -> RunConfig:
+        """Build from a resolved plain mapping (``OmegaConf.to_container(cfg, resolve=True)``).
+
+        Keys outside the stage groups (``hydra``, ``sweep``, ``judge``...) are ignored here;
+        they belong to other components.
+        """
+        hints = typing.get_type_hints(cls)
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                raise ConfigError(f"config group '{f.name}' is missing")
+            kwargs[f.name] = from_mapping(hints[f.name], data[f.name], f.name)
+        return cls(**kwargs)
+
+    @property
+    def top_k(self) -> int:
+        """Retrieval depth: ``retrieval.top_k`` or, when null, the largest eval cut-off."""
+        return self.retrieval.top_k or self.eval.max_k
+
+    def result_fields(self) -> dict[str, Any]:
+        """Everything in the config that can change a metric, as plain values, except the
+        embedding: its options are only validated by the backend, so the backend's
+        ``ModelIdentity`` stands for it in the config hash (``pipeline.config_hash``)."""
+        return {
+            name: result_fields(getattr(self, name))
+            for name in ("corpus", "golden", "preprocess", "chunking", "retrieval", "eval")
+        }

@@ -1,0 +1,64 @@
+"""Canonical hashing: sha256 over canonical JSON, files and texts.
+
+Cache keys and provenance tags are built from these, so the encoding must never depend on
+dict order, float formatting quirks or the platform.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+
+def _plain(value: Any) -> Any:
+    """Convert dataclasses, tuples, paths and enums into JSON-native values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return value.as_posix()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, float) and value.is_integer():
+        return value  # json renders 1.0 as "1.0": stable, distinct from int 1 on purpose
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON: sorted keys, no whitespace, UTF-8 kept as is."""
+    return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_json(value: Any) -> str:
+    """sha256 hex digest of ``canonical_json(value)``."""
+    return sha256_text(canonical_json(value))
+
+
+def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk_bytes):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_parts(parts: Iterable[str]) -> str:
+    """Digest of a sequence of strings, length-prefixed so that boundaries are unambiguous."""
+    digest = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()

@@ -1,0 +1,187 @@
+"""Indexes over chunk text, their provenance, and top-k search.
+
+Two index kinds: :class:`DenseIndex` (exact cosine search over L2-normalized vectors in
+numpy) and :class:`BM25Index` (bm25s, Lucene BM25 over the CJK-aware tokenizer). Every index
+carries an :class:`IndexProvenance`; the query side is checked against it before any search
+(:meth:`IndexProvenance.check_query_side`), and a mismatch is a :class:`DriftError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ragsweep import __version__
+from ragsweep.embedding import BM25Options, DenseEncoder, ModelIdentity
+from ragsweep.errors import DriftError
+from ragsweep.tokenize import TokenizerConfig, tokenize
+
+
+@dataclass(frozen=True)
+class IndexProvenance:
+    """What an index was built from. Compared field by field against the query side."""
+
+    model: ModelIdentity
+    preprocess: dict[str, Any]
+    chunking_key: str
+    corpus_hash: str
+    n_chunks: int
+    ragsweep_version: str = __version__
+
+    def check_query_side(self, model: ModelIdentity, preprocess: dict[str, Any]) -> None:
+        """Raise DriftError naming both sides if queries would be encoded differently."""
+        if model != self.model:
+            fields = ", ".join(self.model.differences(model))
+            raise DriftError(
+                f"embedding drift ({fields}): index built with {self.model.describe()}, "
+                f"queries encoded with {model.describe()}; rebuild the index or use the "
+                "same model"
+            )
+        if preprocess != self.preprocess:
+            raise DriftError(
+                f"preprocessing drift: index built with {self.preprocess}, "
+                f"queries preprocessed with {preprocess}"
+            )
+
+
+@dataclass(frozen=True)
+class Query:
+    """A preprocessed question and the chunk mask of its scope (None = all chunks)."""
+
+    text: str
+    allowed: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """Top-k result of one query: chunk indices (best first), their scores, and the time
+    the query took in seconds (encoding share + scoring + selection)."""
+
+    indices: np.ndarray
+    scores: np.ndarray
+    seconds: float
+
+
+class Index(Protocol):
+    provenance: IndexProvenance
+
+    def search(self, queries: Sequence[Query], top_k: int) -> list[Ranked]: ...
+
+
+def top_k_indices(scores: np.ndarray, k: int, min_score: float) -> np.ndarray:
+    """Indices of the k highest scores above ``min_score``, best first; ties by index."""
+    candidates = np.flatnonzero(scores > min_score)
+    if candidates.size > k:
+        part = np.argpartition(-scores[candidates], k - 1)[:k]
+        threshold = scores[candidates[part]].min()
+        candidates = candidates[scores[candidates] >= threshold]  # keep ties for stable order
+    order = np.lexsort((candidates, -scores[candidates]))
+    return candidates[order][:k]
+
+
+def _select(scores: np.ndarray, query: Query, k: int, min_score: float) -> np.ndarray:
+    if query.allowed is not None:
+        scores = np.where(query.allowed, scores, -np.inf)
+    return top_k_indices(scores, k, min_score)
+
+
+@dataclass
+class DenseIndex:
+    """Exact cosine search: vectors are L2-normalized, so the dot product is the cosine."""
+
+    provenance: IndexProvenance
+    vectors: np.ndarray
+    encoder: DenseEncoder
+    embed_seconds: float = 0.0
+
+    def search(self, queries: Sequence[Query], top_k: int) -> list[Ranked]:
+        self.provenance.check_query_side(self.encoder.identity, self.provenance.preprocess)
+        results: list[Ranked] = []
+        for begin in range(0, len(queries), self.encoder.batch_size):
+            batch = queries[begin : begin + self.encoder.batch_size]
+            started = time.perf_counter()
+            query_vectors = self.encoder.encode([q.text for q in batch])
+            encode_share = (time.perf_counter() - started) / max(1, len(batch))
+            for query, vector in zip(batch, query_vectors, strict=True):
+                started = time.perf_counter()
+                scores = self.vectors @ vector
+                indices = _select(scores, query, top_k, -np.inf)
+                elapsed = time.perf_counter() - started + encode_share
+                results.append(Ranked(indices, scores[indices], elapsed))
+        return results
+
+
+@dataclass
+class BM25Index:
+    """bm25s over tokenized chunk text. Chunks sharing no token with the query score 0 and
+    are not retrieved: their order would be arbitrary."""
+
+    provenance: IndexProvenance
+    options: BM25Options
+    model: Any = field(repr=False)
+
+    @property
+    def tokenizer(self) -> TokenizerConfig:
+        return TokenizerConfig(lowercase=self.options.lowercase, cjk_ngram=self.options.cjk_ngram)
+
+    def search(self, queries: Sequence[Query], top_k: int) -> list[Ranked]:
+        results = []
+        for query in queries:
+            started = time.perf_counter()
+            scores = self._scores(tokenize(query.text, self.tokenizer))
+            indices = _select(scores, query, top_k, 0.0)
+            results.append(Ranked(indices, scores[indices], time.perf_counter() - started))
+        return results
+
+    def _scores(self, tokens: list[str]) -> np.ndarray:
+        if not tokens:
+            return np.zeros(self.provenance.n_chunks, dtype=np.float32)
+        return np.asarray(self.model.get_scores(tokens), dtype=np.float32)
+
+
+def build_bm25_index(
+    texts: Sequence[str], options: BM25Options, provenance: IndexProvenance
+) -> BM25Index:
+    """Tokenize ``texts`` and build a bm25s index (Lucene BM25, ``k1``/``b`` from options)."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s forces DEBUG on import
+    tokenizer = TokenizerConfig(lowercase=options.lowercase, cjk_ngram=options.cjk_ngram)
+    corpus_tokens = [tokenize(text, tokenizer) for text in texts]
+    model = bm25s.BM25(k1=options.k1, b=options.b, method="lucene")
+    model.index(corpus_tokens, show_progress=False)
+    return BM25Index(provenance=provenance, options=options, model=model)
+
+
+def build_dense_index(
+    vectors: np.ndarray, encoder: DenseEncoder, provenance: IndexProvenance
+) -> DenseIndex:
+    """Wrap precomputed chunk vectors; their shape must match the provenance."""
+    expected = (provenance.n_chunks, provenance.model.dimension)
+    if vectors.shape != expected:
+        raise DriftError(f"index vectors have shape {vectors.shape}, provenance says {expected}")
+    return DenseIndex(provenance=provenance, vectors=vectors, encoder=encoder)
+
+
+ScopeMask = Callable[[Sequence[str] | None], np.ndarray | None]
+
+
+def scope_masker(chunk_docs: Sequence[str]) -> ScopeMask:
+    """A function from a case's scope (doc ids) to a boolean chunk mask, memoized."""
+    docs = np.asarray(chunk_docs, dtype=object)
+    memo: dict[tuple[str, ...], np.ndarray] = {}
+
+    def mask(scope: Sequence[str] | None) -> np.ndarray | None:
+        if scope is None:
+            return None
+        key = tuple(sorted(scope))
+        if key not in memo:
+            memo[key] = np.isin(docs, list(key))
+        return memo[key]
+
+    return mask

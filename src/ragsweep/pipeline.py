@@ -1,0 +1,318 @@
+"""One evaluation run: corpus → chunks → index → metrics → artifacts → MLflow.
+
+:func:`run_evaluation` is the plain function behind the ``ragsweep`` Hydra app; tests and
+other tools (sweeps, promotion) call it directly. Each stage function receives only its own
+sub-config. Everything that can be validated is validated before the first chunk is cut.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from ragsweep import __version__
+from ragsweep.chunking import CHUNKER_SOURCE_DIGEST, CHUNKERS, Chunk, chunk_corpus, indexed_text
+from ragsweep.config import ChunkingConfig, EmbeddingConfig, RunConfig, result_fields
+from ragsweep.corpus import Corpus, load_corpus
+from ragsweep.embedding import (
+    BACKENDS,
+    BM25Options,
+    ModelIdentity,
+    encode_in_batches,
+    options_for,
+)
+from ragsweep.errors import ConfigError
+from ragsweep.evaluate import CaseResult, Summary, retrieve, score_case, summarize
+from ragsweep.golden import GoldenCase, GoldenSet, load_golden
+from ragsweep.hashing import sha256_json
+from ragsweep.index import (
+    Index,
+    IndexProvenance,
+    build_bm25_index,
+    build_dense_index,
+    scope_masker,
+)
+from ragsweep.metrics import METRIC_DEFINITIONS
+from ragsweep.preprocess import Preprocessor, build_preprocessor
+from ragsweep.progress import progress_bar
+from ragsweep.report import plot_at_k, print_summary, render_report
+from ragsweep.tracking import DatasetInput, RunRecord, flatten, log_run
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run produced. ``objective`` is ``summary.overall[eval.objective]``."""
+
+    config_hash: str
+    summary: Summary
+    cases: tuple[CaseResult, ...]
+    objective: float
+    output_dir: Path
+    run_id: str | None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Timer:
+    """Wall-clock seconds per named stage."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+
+
+def validate_before_work(cfg: RunConfig) -> tuple[Preprocessor, ModelIdentity]:
+    """Resolve every registry name and option so a typo fails before any work is done."""
+    CHUNKERS.get(cfg.chunking.mode)
+    backend = BACKENDS.get(cfg.embedding.backend)
+    identity = backend.identity(cfg.embedding)
+    preprocessor = build_preprocessor(cfg.preprocess)
+    families = {
+        "mrr",
+        *(
+            f"{m}_{k}"
+            for m in ("hit_at", "recall_at", "ndcg_at", "coverage_at")
+            for k in cfg.eval.ks
+        ),
+    }
+    if cfg.eval.objective not in families:
+        raise ConfigError(
+            f"eval.objective={cfg.eval.objective!r} is not computed with eval.ks="
+            f"{list(cfg.eval.ks)}; choose one of: {', '.join(sorted(families))}"
+        )
+    return preprocessor, identity
+
+
+def config_hash(cfg: RunConfig, model: ModelIdentity) -> str:
+    """sha256 of every result-affecting config value, with the embedding represented by the
+    backend's model identity (so thread counts do not count, model versions do)."""
+    return sha256_json({**cfg.result_fields(), "embedding": model})
+
+
+def chunking_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
+    """Identity of a chunk set: corpus content, chunking config and chunker code."""
+    return sha256_json(
+        {
+            "corpus": corpus.content_hash(),
+            "chunking": result_fields(cfg),
+            "chunker_code": CHUNKER_SOURCE_DIGEST,
+        }
+    )
+
+
+def build_index(texts: Sequence[str], cfg: EmbeddingConfig, provenance: IndexProvenance) -> Index:
+    """Build the index of ``embedding.backend`` over the (preprocessed) chunk texts."""
+    backend = BACKENDS.get(cfg.backend)
+    if backend.make_encoder is None:
+        return build_bm25_index(texts, options_for(BM25Options, cfg), provenance)
+    encoder = backend.make_encoder(cfg)
+    with progress_bar(f"embedding {len(texts)} chunks", len(texts)) as advance:
+        vectors = encode_in_batches(encoder, texts, advance)
+    return build_dense_index(vectors, encoder, provenance)
+
+
+def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
+    cases = golden.for_split(split)
+    if not cases:
+        raise ConfigError(f"golden set {golden.path} has no cases in split {split!r}")
+    return cases
+
+
+def run_evaluation(
+    cfg: RunConfig,
+    resolved_config: Mapping[str, Any],
+    output_dir: Path,
+    console: Console | None = None,
+    extra_tags: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Evaluate one configuration end to end and log it (see module docstring).
+
+    ``resolved_config`` is the full resolved config as plain data: it is written to
+    ``config.yaml`` and logged as params. ``output_dir`` receives every artifact.
+    """
+    console = console or Console(stderr=True)
+    timer = Timer()
+    preprocessor, model = validate_before_work(cfg)
+    corpus = load_corpus(cfg.corpus)
+    golden = load_golden(cfg.golden, corpus)
+    cases = select_cases(golden, cfg.eval.split)
+
+    with timer.stage("chunk_seconds"):
+        chunks = chunk_corpus(corpus, cfg.chunking)
+    if not chunks:
+        raise ConfigError(f"chunking produced no chunks from {corpus.source}")
+    provenance = IndexProvenance(
+        model=model,
+        preprocess=preprocessor.identity,
+        chunking_key=chunking_key(corpus, cfg.chunking),
+        corpus_hash=corpus.content_hash(),
+        n_chunks=len(chunks),
+    )
+    with timer.stage("embed_seconds"):
+        texts = [preprocessor(indexed_text(c, cfg.chunking.heading_prefix)) for c in chunks]
+        index = build_index(texts, cfg.embedding, provenance)
+    with timer.stage("eval_seconds"):
+        mask = scope_masker([c.doc for c in chunks])
+        ranked = retrieve(
+            cases,
+            index,
+            preprocessor,
+            mask if cfg.retrieval.respect_scope else (lambda scope: None),
+            cfg.top_k,
+        )
+        results = tuple(
+            score_case(c, r, chunks, cfg.eval) for c, r in zip(cases, ranked, strict=True)
+        )
+        summary = summarize(results)
+
+    run_hash = config_hash(cfg, model)
+    facts = {
+        "config": run_hash[:12],
+        "split": cfg.eval.split,
+        "chunks": len(chunks),
+        "model": model.describe(),
+        "preprocess": "+".join(cfg.preprocess.steps) or "none",
+        "chunking": f"{cfg.chunking.mode} size={cfg.chunking.size} overlap={cfg.chunking.overlap}",
+    }
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_artifacts(output_dir, resolved_config, results, chunks, summary, cfg.eval.ks, facts)
+    metrics = {
+        **summary.flat_metrics(),
+        **timer.seconds,
+        "n_chunks": float(len(chunks)),
+    }
+    tags = run_tags(cfg, corpus, golden, model, run_hash)
+    run_id = None
+    if cfg.tracking.enabled:
+        record = RunRecord(
+            run_name=cfg.tracking.run_name or _default_run_name(cfg),
+            params=flatten(resolved_config),
+            metrics=metrics,
+            tags=tags,
+            artifacts_dir=output_dir,
+            dataset=DatasetInput(
+                path=golden.path,
+                name=Path(golden.path).name,
+                digest=golden.digest,
+                context=cfg.eval.split,
+            ),
+            extra_tags=dict(extra_tags or {}),
+        )
+        run_id = log_run(cfg.tracking, record)
+    print_summary(summary, cfg.eval.ks, {**facts, "run": run_id or "not logged"}, console)
+    return RunResult(
+        config_hash=run_hash,
+        summary=summary,
+        cases=results,
+        objective=summary.overall[cfg.eval.objective],
+        output_dir=output_dir,
+        run_id=run_id,
+        timings=dict(timer.seconds),
+    )
+
+
+def _default_run_name(cfg: RunConfig) -> str:
+    steps = "+".join(cfg.preprocess.steps) or "raw"
+    c = cfg.chunking
+    return f"{c.mode}-{c.size}-o{c.overlap}-{steps}-{cfg.embedding.backend}"
+
+
+def run_tags(
+    cfg: RunConfig, corpus: Corpus, golden: GoldenSet, model: ModelIdentity, config_hash: str
+) -> dict[str, str]:
+    return {
+        "ragsweep.config_hash": config_hash,
+        "ragsweep.corpus_hash": corpus.content_hash(),
+        "ragsweep.golden_digest": golden.digest,
+        "ragsweep.split": cfg.eval.split,
+        "ragsweep.stage": cfg.eval.split,
+        "ragsweep.embedding.backend": model.backend,
+        "ragsweep.embedding.model": model.name,
+        "ragsweep.embedding.version": model.version,
+        "ragsweep.embedding.dimension": str(model.dimension),
+        "ragsweep.version": __version__,
+        "ragsweep.git_commit": git_commit(Path(cfg.paths.root_dir)),
+    }
+
+
+def git_commit(root: Path) -> str:
+    """The project's git commit (with ``-dirty`` when the tree has changes), or ``unknown``."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{commit}-dirty" if dirty else commit
+
+
+def write_artifacts(
+    output_dir: Path,
+    resolved_config: Mapping[str, Any],
+    results: Sequence[CaseResult],
+    chunks: Sequence[Chunk],
+    summary: Summary,
+    ks: Sequence[int],
+    facts: Mapping[str, object],
+) -> None:
+    """The run directory holds everything MLflow gets, so a run is inspectable without it."""
+    (output_dir / "config.yaml").write_text(
+        yaml.safe_dump(dict(resolved_config), sort_keys=False, allow_unicode=True),
+        encoding="utf-8",
+    )
+    _write_jsonl(output_dir / "cases.jsonl", (r.to_json() for r in results))
+    _write_jsonl(output_dir / "chunks.jsonl", (_manifest_row(c) for c in chunks))
+    report = render_report(summary, ks, "ragsweep evaluation report", facts)
+    definitions = "\n".join(f"- `{k}`: {v}" for k, v in METRIC_DEFINITIONS.items())
+    (output_dir / "report.md").write_text(
+        report + "\n## Metric definitions\n\n" + definitions + "\n", encoding="utf-8"
+    )
+    if summary.overall:
+        plot_at_k(summary, ks, output_dir / "metrics_at_k.png")
+
+
+def _manifest_row(chunk: Chunk) -> dict[str, Any]:
+    from ragsweep.hashing import sha256_text
+
+    return {
+        "chunk_id": chunk.id,
+        "doc": chunk.doc,
+        "start": chunk.start,
+        "end": chunk.end,
+        "text_sha256": sha256_text(chunk.text),
+        "heading_path": list(chunk.heading_path),
+    }
+
+
+def _write_jsonl(path: Path, rows: Iterator[dict[str, Any]] | Any) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")

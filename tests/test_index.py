@@ -1,0 +1,103 @@
+"""Tokenizer, top-k selection, scope masks, BM25 and dense indexes, drift errors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from ragsweep.embedding import BM25Options, ModelIdentity, l2_normalize
+from ragsweep.errors import DriftError
+from ragsweep.index import (
+    IndexProvenance,
+    Query,
+    build_bm25_index,
+    build_dense_index,
+    scope_masker,
+    top_k_indices,
+)
+from ragsweep.tokenize import TokenizerConfig, tokenize
+
+
+def test_tokenizer_words_and_cjk_bigrams() -> None:
+    assert tokenize("Sign-in failed", TokenizerConfig()) == ["sign", "in", "failed"]
+    assert tokenize("サーバー接続", TokenizerConfig()) == ["サー", "ーバ", "バー", "ー接", "接続"]
+    assert tokenize("VPN接続 ok", TokenizerConfig(cjk_ngram=3)) == ["vpn", "接続", "ok"]
+    assert tokenize("Mixed", TokenizerConfig(lowercase=False)) == ["Mixed"]
+
+
+def test_top_k_orders_by_score_then_index_and_drops_floor() -> None:
+    scores = np.array([0.5, 0.9, 0.5, 0.0, 0.7], dtype=np.float32)
+    assert top_k_indices(scores, 3, 0.0).tolist() == [1, 4, 0]
+    assert top_k_indices(scores, 10, 0.0).tolist() == [1, 4, 0, 2]
+    assert top_k_indices(scores, 10, -np.inf).tolist() == [1, 4, 0, 2, 3]
+
+
+def provenance(model: ModelIdentity, n: int) -> IndexProvenance:
+    return IndexProvenance(
+        model=model, preprocess={"steps": []}, chunking_key="c", corpus_hash="h", n_chunks=n
+    )
+
+
+BM25_ID = ModelIdentity("bm25", "bm25s-lucene", "x", 0, False)
+
+
+def test_bm25_ranks_matching_chunks_and_respects_scope() -> None:
+    texts = ["refunds are issued in 14 days", "export notes as zip", "refunds refunds policy"]
+    index = build_bm25_index(texts, BM25Options(), provenance(BM25_ID, 3))
+    mask = scope_masker(["a.md", "b.md", "c.md"])
+    (ranked,) = index.search([Query("refunds")], top_k=5)
+    assert ranked.indices.tolist() == [2, 0]  # the export chunk shares no token
+    (scoped,) = index.search([Query("refunds", mask(["a.md"]))], top_k=5)
+    assert scoped.indices.tolist() == [0]
+    (empty,) = index.search([Query("???")], top_k=5)
+    assert empty.indices.size == 0
+
+
+class FakeEncoder:
+    """A deterministic stand-in that only exists to exercise the drift check's wiring."""
+
+    batch_size = 2
+
+    def __init__(self, identity: ModelIdentity) -> None:
+        self.identity = identity
+
+    def encode(self, texts):
+        return l2_normalize(np.array([[len(t), 1.0] for t in texts], dtype=np.float32))
+
+
+DENSE_ID = ModelIdentity("toy", "toy", "1", 2, True)
+
+
+def test_dense_search_is_exact_cosine() -> None:
+    vectors = l2_normalize(np.array([[1, 0], [0, 1], [1, 1]], dtype=np.float32))
+    index = build_dense_index(vectors, FakeEncoder(DENSE_ID), provenance(DENSE_ID, 3))
+    (ranked,) = index.search([Query("abcdefghij")], top_k=3)
+    assert ranked.indices.tolist() == [0, 2, 1]
+    assert ranked.scores[0] == pytest.approx(10 / np.sqrt(101), rel=1e-6)
+
+
+@pytest.mark.parametrize("field", ["version", "dimension", "normalized", "name", "digest"])
+def test_query_side_drift_is_a_hard_error(field: str) -> None:
+    changed = {
+        "version": "2",
+        "dimension": 3,
+        "normalized": False,
+        "name": "other",
+        "digest": "abc",
+    }[field]
+    query_side = dataclasses.replace(DENSE_ID, **{field: changed})
+    vectors = l2_normalize(np.eye(2, dtype=np.float32))
+    index = build_dense_index(vectors, FakeEncoder(query_side), provenance(DENSE_ID, 2))
+    with pytest.raises(DriftError) as info:
+        index.search([Query("q")], top_k=1)
+    assert field in str(info.value)
+    assert "toy:toy v1" in str(info.value)  # names the index side
+
+
+def test_vector_shape_must_match_provenance() -> None:
+    with pytest.raises(DriftError, match="shape"):
+        build_dense_index(
+            np.zeros((3, 2), np.float32), FakeEncoder(DENSE_ID), provenance(DENSE_ID, 2)
+        )

@@ -1,0 +1,338 @@
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+import pytest
+import pytrec_eval
+
+from ragsweep.metrics import (
+    METRIC_DEFINITIONS,
+    case_metrics,
+    coverage_at_k,
+    hit_at_k,
+    mean_by_key,
+    ndcg_at_k,
+    recall_at_k,
+    reciprocal_rank,
+)
+from ragsweep.relevance import Interval, span_hits_by_rank
+
+KS = (1, 3, 5, 10)
+N_RANDOM_CASES = 240
+TOLERANCE = 1e-9
+
+
+def _dcg(ranks: list[int]) -> float:
+    return sum(1.0 / math.log2(rank + 1) for rank in ranks)
+
+
+# --- cross-check against trec_eval -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankingCase:
+    """A case built from per-rank span choices: ``targets[i]`` is the span that rank i+1 hits,
+    or None for a miss. Each chunk hits at most one span; a span may be hit at several ranks."""
+
+    n_spans: int
+    targets: tuple[int | None, ...]
+
+    def spans(self) -> list[Interval]:
+        return [(f"doc{j % 2}", 1000 * j + 100, 1000 * j + 150) for j in range(self.n_spans)]
+
+    def ranked(self) -> list[Interval]:
+        return [self._chunk(rank, target) for rank, target in enumerate(self.targets)]
+
+    def expected_hits(self) -> list[frozenset[int]]:
+        return [frozenset() if target is None else frozenset({target}) for target in self.targets]
+
+    def _chunk(self, rank: int, target: int | None) -> Interval:
+        if target is not None:  # contains span `target` and no other
+            return (f"doc{target % 2}", 1000 * target + 100 - rank, 1000 * target + 150 + rank)
+        if rank % 2:  # partial overlap with span 0: a miss at min_span_overlap 1.0
+            return ("doc0", 120, 200 + rank)
+        return ("filler", 10 * rank, 10 * rank + 5)
+
+    def trec_qrels(self) -> dict[str, int]:
+        return {f"s{j}": 1 for j in range(self.n_spans)}
+
+    def trec_run(self) -> dict[str, float]:
+        """Rank i+1 is doc ``s{j}`` at the first hit of span j; repeat hits and misses are
+        distinct non-relevant filler docs. Scores strictly decrease so trec_eval keeps the
+        order (it sorts by score, then by docid)."""
+        run: dict[str, float] = {}
+        seen: set[int] = set()
+        for rank, target in enumerate(self.targets):
+            is_first_hit = target is not None and target not in seen
+            doc_id = f"s{target}" if is_first_hit else f"filler{rank}"
+            run[doc_id] = float(len(self.targets) - rank)
+            if target is not None:
+                seen.add(target)
+        return run
+
+
+def _random_case(rng: random.Random) -> RankingCase:
+    n_spans = rng.randint(1, 5)
+    length = rng.randint(0, 15)
+    miss_rate = rng.choice([0.0, 0.5, 0.8, 1.0])
+    targets = tuple(
+        None if rng.random() < miss_rate else rng.randrange(n_spans) for _ in range(length)
+    )
+    return RankingCase(n_spans, targets)
+
+
+FIXED_CASES = [
+    RankingCase(1, ()),  # empty ranking
+    RankingCase(3, ()),
+    RankingCase(2, (None, None, None)),  # no hit
+    RankingCase(4, (None, 2, None, 2, 0)),  # partial, with a repeat hit
+    RankingCase(2, (1, 0)),  # perfect
+    RankingCase(5, (None,) * 10 + (3,)),  # hit only past k=10
+]
+
+
+def _cross_check_cases() -> list[RankingCase]:
+    rng = random.Random(20240611)
+    return FIXED_CASES + [_random_case(rng) for _ in range(N_RANDOM_CASES)]
+
+
+def _trec_results(cases: list[RankingCase]) -> dict[str, dict[str, float]]:
+    cutoffs = ",".join(str(k) for k in KS)
+    measures = {f"recall.{cutoffs}", f"success.{cutoffs}", f"ndcg_cut.{cutoffs}", "recip_rank"}
+    qrels = {f"q{i}": case.trec_qrels() for i, case in enumerate(cases)}
+    run = {f"q{i}": case.trec_run() for i, case in enumerate(cases)}
+    results: dict[str, dict[str, float]] = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(
+        run
+    )
+    return results
+
+
+def _as_trec_names(metrics: dict[str, float]) -> dict[str, float]:
+    renamed = {"recip_rank": metrics["mrr"]}
+    for k in KS:
+        renamed[f"success_{k}"] = metrics[f"hit_at_{k}"]
+        renamed[f"recall_{k}"] = metrics[f"recall_at_{k}"]
+        renamed[f"ndcg_cut_{k}"] = metrics[f"ndcg_at_{k}"]
+    return renamed
+
+
+def test_success_is_a_measure_of_pytrec_eval() -> None:
+    assert {"success", "recall", "ndcg_cut", "recip_rank"} <= set(pytrec_eval.supported_measures)
+
+
+def test_random_cases_cover_the_edge_cases() -> None:
+    cases = _cross_check_cases()
+    assert any(len(case.targets) < max(KS) for case in cases)
+    assert any(len(case.targets) > max(KS) for case in cases)
+    assert any(case.targets and set(case.targets) == {None} for case in cases)
+    repeats = [case for case in cases if _has_repeat_hit(case.targets)]
+    assert len(repeats) > 20
+    assert {case.n_spans for case in cases} == {1, 2, 3, 4, 5}
+
+
+def _has_repeat_hit(targets: tuple[int | None, ...]) -> bool:
+    hit = [target for target in targets if target is not None]
+    return len(hit) != len(set(hit))
+
+
+def test_case_metrics_match_trec_eval_per_query() -> None:
+    cases = _cross_check_cases()
+    trec = _trec_results(cases)
+    assert len(trec) == len(cases)
+    for index, case in enumerate(cases):
+        ranked, spans = case.ranked(), case.spans()
+        assert span_hits_by_rank(ranked, spans, 1.0) == case.expected_hits()
+        ours = _as_trec_names(case_metrics(ranked, spans, KS, 1.0))
+        expected = trec[f"q{index}"]
+        assert ours.keys() == expected.keys()
+        for name, value in ours.items():
+            assert value == pytest.approx(expected[name], abs=TOLERANCE), (index, case, name)
+
+
+def test_single_metric_functions_match_trec_eval_per_query() -> None:
+    cases = _cross_check_cases()
+    trec = _trec_results(cases)
+    for index, case in enumerate(cases):
+        hits, n, expected = case.expected_hits(), case.n_spans, trec[f"q{index}"]
+        assert reciprocal_rank(hits, n) == pytest.approx(expected["recip_rank"], abs=TOLERANCE)
+        for k in KS:
+            assert hit_at_k(hits, n, k) == pytest.approx(expected[f"success_{k}"], abs=TOLERANCE)
+            assert recall_at_k(hits, n, k) == pytest.approx(expected[f"recall_{k}"], abs=TOLERANCE)
+            assert ndcg_at_k(hits, n, k) == pytest.approx(expected[f"ndcg_cut_{k}"], abs=TOLERANCE)
+
+
+# --- hand-computed cases -----------------------------------------------------------------
+
+
+def test_seed_example_relevant_a_and_c_ranking_b_a_c() -> None:
+    spans = [("A", 0, 10), ("C", 0, 10)]
+    ranked = [("B", 0, 100), ("A", 0, 100), ("C", 0, 100)]
+    metrics = case_metrics(ranked, spans, (1, 2, 3), 1.0)
+    assert metrics["hit_at_1"] == 0.0
+    assert metrics["hit_at_2"] == 1.0
+    assert metrics["recall_at_2"] == 0.5
+    assert metrics["recall_at_3"] == 1.0
+    assert metrics["mrr"] == 0.5
+    assert metrics["ndcg_at_3"] == pytest.approx(0.693426, abs=1e-6)
+
+
+def test_chunk_hitting_two_spans_counts_both_for_recall_but_gains_once() -> None:
+    hits = [frozenset({0, 1}), frozenset()]
+    assert recall_at_k(hits, 2, 1) == 1.0
+    assert hit_at_k(hits, 2, 1) == 1.0
+    # gain 1 at rank 1; the ideal places two hits, at ranks 1 and 2
+    assert ndcg_at_k(hits, 2, 3) == pytest.approx(_dcg([1]) / _dcg([1, 2]))
+    # at k=1 the ideal is min(n_spans, k) = 1 hit
+    assert ndcg_at_k(hits, 2, 1) == 1.0
+    assert recall_at_k([frozenset({0, 1})], 3, 1) == pytest.approx(2 / 3)
+
+
+def test_repeat_hits_of_one_span_count_once() -> None:
+    hits = [frozenset({0}), frozenset({0}), frozenset({1}), frozenset({0, 1})]
+    assert recall_at_k(hits, 3, 2) == pytest.approx(1 / 3)
+    assert recall_at_k(hits, 3, 4) == pytest.approx(2 / 3)
+    assert ndcg_at_k(hits, 3, 4) == pytest.approx(_dcg([1, 3]) / _dcg([1, 2, 3]))
+    assert reciprocal_rank(hits, 3) == 1.0
+
+
+def test_new_span_next_to_a_repeat_still_gains() -> None:
+    hits = [frozenset({0}), frozenset({0, 1})]
+    assert ndcg_at_k(hits, 2, 2) == 1.0
+
+
+def test_k_larger_than_the_ranking() -> None:
+    hits = [frozenset(), frozenset({2})]
+    assert hit_at_k(hits, 3, 10) == 1.0
+    assert recall_at_k(hits, 3, 10) == pytest.approx(1 / 3)
+    assert ndcg_at_k(hits, 3, 10) == pytest.approx(_dcg([2]) / _dcg([1, 2, 3]))
+    assert hit_at_k([], 3, 10) == 0.0
+    assert recall_at_k([], 3, 10) == 0.0
+    assert ndcg_at_k([], 3, 10) == 0.0
+    assert reciprocal_rank([], 3) == 0.0
+
+
+def test_reciprocal_rank_looks_past_every_cutoff() -> None:
+    hits = [frozenset()] * 11 + [frozenset({0})]
+    assert reciprocal_rank(hits, 1) == pytest.approx(1 / 12)
+    assert hit_at_k(hits, 1, 10) == 0.0
+
+
+class TestCoverage:
+    # doc a: spans [10, 30) and [20, 40) overlap, union [10, 40) = 30 chars;
+    # doc b: span [0, 10) = 10 chars. 40 evidence characters in all.
+    SPANS = (("a", 10, 30), ("a", 20, 40), ("b", 0, 10))
+    # chunks 1 and 2 overlap on [15, 25); together they cover [10, 35) of doc a = 25 chars
+    # then: a doc without evidence, [5, 10) of b, all of a, and the rest of b
+    RANKED = (("a", 0, 25), ("a", 15, 35), ("c", 0, 50), ("b", 5, 100), ("a", 0, 100), ("b", 0, 8))
+
+    @pytest.mark.parametrize(
+        ("k", "expected"),
+        [(1, 15 / 40), (2, 25 / 40), (3, 25 / 40), (4, 30 / 40), (5, 35 / 40), (6, 1.0), (9, 1.0)],
+    )
+    def test_counts_each_evidence_character_once(self, k: int, expected: float) -> None:
+        assert coverage_at_k(self.RANKED, self.SPANS, k) == pytest.approx(expected)
+
+    def test_empty_ranking_covers_nothing(self) -> None:
+        assert coverage_at_k([], self.SPANS, 5) == 0.0
+
+    def test_coverage_differs_from_recall_on_partial_overlap(self) -> None:
+        metrics = case_metrics([("a", 0, 25)], [("a", 10, 30)], (1,), 1.0)
+        assert metrics["recall_at_1"] == 0.0
+        assert metrics["coverage_at_1"] == pytest.approx(15 / 20)
+
+    def test_rejects_no_spans(self) -> None:
+        with pytest.raises(ValueError, match="at least one evidence span"):
+            coverage_at_k([("a", 0, 10)], [], 1)
+
+    def test_rejects_empty_span(self) -> None:
+        with pytest.raises(ValueError, match="start < end"):
+            coverage_at_k([("a", 0, 10)], [("a", 5, 5)], 1)
+
+
+# --- case_metrics, validation, averaging --------------------------------------------------
+
+
+def test_case_metrics_keys() -> None:
+    metrics = case_metrics([("a", 0, 10)], [("a", 0, 5)], (1, 5), 1.0)
+    assert set(metrics) == {
+        "hit_at_1",
+        "recall_at_1",
+        "ndcg_at_1",
+        "coverage_at_1",
+        "hit_at_5",
+        "recall_at_5",
+        "ndcg_at_5",
+        "coverage_at_5",
+        "mrr",
+    }
+    assert all(value == 1.0 for value in metrics.values())
+
+
+def test_case_metrics_uses_min_span_overlap() -> None:
+    spans = [("a", 10, 30)]
+    ranked = [("a", 0, 20)]  # half of the span
+    assert case_metrics(ranked, spans, (1,), 1.0)["hit_at_1"] == 0.0
+    assert case_metrics(ranked, spans, (1,), 0.5)["hit_at_1"] == 1.0
+
+
+def test_case_metrics_rejects_unanswerable_case() -> None:
+    with pytest.raises(ValueError, match="unanswerable"):
+        case_metrics([("a", 0, 10)], [], (1,), 1.0)
+
+
+@pytest.mark.parametrize("k", [0, -1])
+def test_rejects_cutoff_below_one(k: int) -> None:
+    for metric in (hit_at_k, recall_at_k, ndcg_at_k):
+        with pytest.raises(ValueError, match="k="):
+            metric([frozenset({0})], 1, k)
+    with pytest.raises(ValueError, match="k="):
+        coverage_at_k([("a", 0, 10)], [("a", 0, 5)], k)
+
+
+def test_rejects_zero_spans() -> None:
+    with pytest.raises(ValueError, match="n_spans=0"):
+        recall_at_k([], 0, 1)
+    with pytest.raises(ValueError, match="n_spans=0"):
+        reciprocal_rank([], 0)
+
+
+def test_rejects_span_index_out_of_range() -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        recall_at_k([frozenset({2})], 2, 1)
+
+
+def test_every_metric_family_has_a_definition() -> None:
+    metrics = case_metrics([("a", 0, 10)], [("a", 0, 5)], (3,), 1.0)
+    families = {name.replace("_3", "_k") for name in metrics}
+    assert families == set(METRIC_DEFINITIONS)
+    assert all(text.strip().endswith(".") for text in METRIC_DEFINITIONS.values())
+
+
+class TestMeanByKey:
+    def test_mean_per_key(self) -> None:
+        rows = [
+            {"mrr": 1.0, "hit_at_1": 1.0},
+            {"mrr": 0.5, "hit_at_1": 0.0},
+            {"mrr": 0.0, "hit_at_1": 0.0},
+        ]
+        assert mean_by_key(rows) == {"mrr": pytest.approx(0.5), "hit_at_1": pytest.approx(1 / 3)}
+
+    def test_empty_input(self) -> None:
+        assert mean_by_key([]) == {}
+
+    def test_rejects_rows_with_different_keys(self) -> None:
+        with pytest.raises(ValueError, match="row 1"):
+            mean_by_key([{"mrr": 1.0}, {"mrr": 1.0, "hit_at_1": 0.0}])
+        with pytest.raises(ValueError, match="row 1"):
+            mean_by_key([{"mrr": 1.0, "hit_at_1": 0.0}, {"mrr": 1.0}])
+
+    def test_averages_case_metrics(self) -> None:
+        spans = [("A", 0, 10), ("C", 0, 10)]
+        rows = [
+            case_metrics([("B", 0, 9), ("A", 0, 10)], spans, (1,), 1.0),
+            case_metrics([("C", 0, 10)], spans, (1,), 1.0),
+        ]
+        assert mean_by_key(rows)["mrr"] == pytest.approx((0.5 + 1.0) / 2)
+        assert mean_by_key(rows)["recall_at_1"] == pytest.approx(0.25)

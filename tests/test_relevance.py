@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import pytest
+
+from ragsweep.relevance import chunk_hits_span, interval_length, overlap_chars, span_hits_by_rank
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ((0, 10), (5, 15), 5),
+        ((5, 15), (0, 10), 5),
+        ((0, 10), (2, 4), 2),
+        ((0, 10), (10, 20), 0),
+        ((0, 10), (30, 40), 0),
+        ((3, 7), (3, 7), 4),
+    ],
+)
+def test_overlap_chars(a: tuple[int, int], b: tuple[int, int], expected: int) -> None:
+    assert overlap_chars(*a, *b) == expected
+
+
+class TestChunkHitsSpanFullContainment:
+    def test_span_inside_chunk_is_a_hit(self) -> None:
+        assert chunk_hits_span(("d", 0, 100), ("d", 20, 40), 1.0)
+
+    def test_span_equal_to_chunk_is_a_hit(self) -> None:
+        assert chunk_hits_span(("d", 20, 40), ("d", 20, 40), 1.0)
+
+    def test_chunk_inside_long_span_is_a_hit(self) -> None:
+        assert chunk_hits_span(("d", 50, 60), ("d", 0, 500), 1.0)
+
+    def test_partial_overlap_is_a_miss(self) -> None:
+        assert not chunk_hits_span(("d", 0, 30), ("d", 20, 40), 1.0)
+
+    def test_one_character_short_is_a_miss(self) -> None:
+        assert not chunk_hits_span(("d", 21, 100), ("d", 20, 40), 1.0)
+
+    def test_different_doc_is_a_miss(self) -> None:
+        assert not chunk_hits_span(("other", 0, 100), ("d", 20, 40), 1.0)
+
+    def test_touching_intervals_are_a_miss(self) -> None:
+        assert not chunk_hits_span(("d", 0, 20), ("d", 20, 40), 1.0)
+        assert not chunk_hits_span(("d", 40, 60), ("d", 20, 40), 1.0)
+
+
+class TestChunkHitsSpanHalfOverlap:
+    def test_half_of_the_span_is_a_hit(self) -> None:
+        assert chunk_hits_span(("d", 0, 30), ("d", 20, 40), 0.5)
+
+    def test_less_than_half_is_a_miss(self) -> None:
+        assert not chunk_hits_span(("d", 0, 29), ("d", 20, 40), 0.5)
+
+    def test_threshold_uses_the_shorter_interval(self) -> None:
+        # 5 shared characters: half of the 10-character chunk, far below half of the span.
+        assert chunk_hits_span(("d", 95, 105), ("d", 100, 300), 0.5)
+        assert not chunk_hits_span(("d", 94, 104), ("d", 100, 300), 0.5)
+
+    def test_different_doc_is_still_a_miss(self) -> None:
+        assert not chunk_hits_span(("other", 20, 40), ("d", 20, 40), 0.5)
+
+
+def test_exact_decimal_fraction_is_a_hit() -> None:
+    # 7 of the span's 50 characters with min_span_overlap 0.14: in floating point
+    # 0.14 * 50 is 7.000000000000001, the ratio 7 / 50 is exactly 0.14.
+    span = ("d", 100, 150)
+    assert chunk_hits_span(("d", 0, 107), span, 0.14)
+    assert not chunk_hits_span(("d", 0, 106), span, 0.14)
+
+
+@pytest.mark.parametrize("fraction", [0.0, -0.1, 1.5])
+def test_rejects_min_span_overlap_outside_unit_interval(fraction: float) -> None:
+    with pytest.raises(ValueError, match="min_span_overlap"):
+        chunk_hits_span(("d", 0, 10), ("d", 0, 10), fraction)
+
+
+@pytest.mark.parametrize("interval", [("d", 5, 5), ("d", 7, 3), ("d", -1, 4)])
+def test_rejects_empty_or_negative_intervals(interval: tuple[str, int, int]) -> None:
+    with pytest.raises(ValueError, match="start < end"):
+        interval_length(interval)
+    with pytest.raises(ValueError, match="start < end"):
+        chunk_hits_span(("d", 0, 100), interval, 1.0)
+
+
+def test_span_hits_by_rank_lists_every_span_hit_at_each_rank() -> None:
+    spans = [("a", 10, 20), ("a", 30, 40), ("b", 0, 5)]
+    ranked = [
+        ("b", 100, 200),  # nothing
+        ("a", 0, 50),  # both spans of doc a
+        ("a", 25, 45),  # span 1 again
+        ("b", 0, 50),  # span 2
+        ("a", 15, 35),  # partial overlaps only
+    ]
+    assert span_hits_by_rank(ranked, spans, 1.0) == [
+        frozenset(),
+        frozenset({0, 1}),
+        frozenset({1}),
+        frozenset({2}),
+        frozenset(),
+    ]
+
+
+def test_span_hits_by_rank_with_half_overlap() -> None:
+    spans = [("a", 10, 20), ("a", 30, 40)]
+    ranked = [("a", 15, 35)]
+    assert span_hits_by_rank(ranked, spans, 0.5) == [frozenset({0, 1})]
+    assert span_hits_by_rank(ranked, spans, 0.6) == [frozenset()]
+
+
+def test_span_hits_by_rank_empty_ranking() -> None:
+    assert span_hits_by_rank([], [("a", 0, 10)], 1.0) == []
