@@ -56,14 +56,12 @@ def test_bm25_ranks_matching_chunks_and_respects_scope() -> None:
 
 
 class FakeEncoder:
-    """A deterministic stand-in that only exists to exercise the drift check's wiring."""
-
-    batch_size = 2
+    """A deterministic query embedder: exercises exact search and the drift check's wiring."""
 
     def __init__(self, identity: ModelIdentity) -> None:
         self.identity = identity
 
-    def encode(self, texts):
+    def embed(self, texts):
         return l2_normalize(np.array([[len(t), 1.0] for t in texts], dtype=np.float32))
 
 

@@ -437,16 +437,21 @@ def chunk_document(doc: Document, cfg: ChunkingConfig) -> list[Chunk]:
     section_starts = [s.start for s in sections]
     spans = _clean_spans(doc.text, find_spans(doc.text, sections, cfg))
     return [
-        Chunk(
-            id=f"{doc.id}@{start}-{end}",
-            doc=doc.id,
-            start=start,
-            end=end,
-            text=doc.text[start:end],
-            heading_path=_heading_path_at(sections, section_starts, start),
-        )
+        make_chunk(doc, start, end, _heading_path_at(sections, section_starts, start))
         for start, end in spans
     ]
+
+
+def make_chunk(doc: Document, start: int, end: int, heading_path: tuple[str, ...]) -> Chunk:
+    """The chunk of ``doc`` covering ``[start, end)``; its id is derived from the span."""
+    return Chunk(
+        id=f"{doc.id}@{start}-{end}",
+        doc=doc.id,
+        start=start,
+        end=end,
+        text=doc.text[start:end],
+        heading_path=heading_path,
+    )
 
 
 def chunk_corpus(corpus: Corpus, cfg: ChunkingConfig) -> list[Chunk]:

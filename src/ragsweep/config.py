@@ -260,13 +260,19 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class TrackingConfig:
-    """Where MLflow runs go. ``uri`` null means MLFLOW_TRACKING_URI, else the local store."""
+    """Where MLflow runs go. ``uri`` null means MLFLOW_TRACKING_URI, else the local store.
+
+    ``parent_run_id`` nests the run under a parent (sweeps set it for every job); ``tags``
+    are added to the run (e.g. the swept axis and its value).
+    """
 
     enabled: bool = not_hashed(True)
     uri: str | None = not_hashed(None)
     experiment: str = not_hashed("ragsweep")
     artifact_location: str | None = not_hashed(None)
     run_name: str | None = not_hashed(None)
+    parent_run_id: str | None = not_hashed(None)
+    tags: dict[str, str] = not_hashed(default_factory=dict)
     default_db: str = not_hashed("")
     default_artifacts: str = not_hashed("")
 

@@ -12,12 +12,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from ragsweep import __version__
-from ragsweep.embedding import BM25Options, DenseEncoder, ModelIdentity
+from ragsweep.embedding import BM25Options, ModelIdentity
 from ragsweep.errors import DriftError
 from ragsweep.tokenize import TokenizerConfig, tokenize
 
@@ -59,8 +60,8 @@ class Query:
 
 @dataclass(frozen=True)
 class Ranked:
-    """Top-k result of one query: chunk indices (best first), their scores, and the time
-    the query took in seconds (encoding share + scoring + selection)."""
+    """Top-k result of one query: chunk indices (best first), their scores, and the search
+    time of the query in seconds (scoring + selection; query embedding excluded)."""
 
     indices: np.ndarray
     scores: np.ndarray
@@ -90,29 +91,35 @@ def _select(scores: np.ndarray, query: Query, k: int, min_score: float) -> np.nd
     return top_k_indices(scores, k, min_score)
 
 
+class QueryEmbedder(Protocol):
+    """Embeds query texts with the model named by ``identity`` (rows L2-normalized)."""
+
+    identity: ModelIdentity
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
 @dataclass
 class DenseIndex:
-    """Exact cosine search: vectors are L2-normalized, so the dot product is the cosine."""
+    """Exact cosine search: vectors are L2-normalized, so the dot product is the cosine.
+
+    Query embedding happens once for all queries before the timed per-query search;
+    ``Ranked.seconds`` is the scoring and top-k selection time of one query.
+    """
 
     provenance: IndexProvenance
     vectors: np.ndarray
-    encoder: DenseEncoder
-    embed_seconds: float = 0.0
+    embedder: QueryEmbedder
 
     def search(self, queries: Sequence[Query], top_k: int) -> list[Ranked]:
-        self.provenance.check_query_side(self.encoder.identity, self.provenance.preprocess)
+        self.provenance.check_query_side(self.embedder.identity, self.provenance.preprocess)
+        query_vectors = self.embedder.embed([q.text for q in queries])
         results: list[Ranked] = []
-        for begin in range(0, len(queries), self.encoder.batch_size):
-            batch = queries[begin : begin + self.encoder.batch_size]
+        for query, vector in zip(queries, query_vectors, strict=True):
             started = time.perf_counter()
-            query_vectors = self.encoder.encode([q.text for q in batch])
-            encode_share = (time.perf_counter() - started) / max(1, len(batch))
-            for query, vector in zip(batch, query_vectors, strict=True):
-                started = time.perf_counter()
-                scores = self.vectors @ vector
-                indices = _select(scores, query, top_k, -np.inf)
-                elapsed = time.perf_counter() - started + encode_share
-                results.append(Ranked(indices, scores[indices], elapsed))
+            scores = self.vectors @ vector
+            indices = _select(scores, query, top_k, -np.inf)
+            results.append(Ranked(indices, scores[indices], time.perf_counter() - started))
         return results
 
 
@@ -159,13 +166,13 @@ def build_bm25_index(
 
 
 def build_dense_index(
-    vectors: np.ndarray, encoder: DenseEncoder, provenance: IndexProvenance
+    vectors: np.ndarray, embedder: QueryEmbedder, provenance: IndexProvenance
 ) -> DenseIndex:
     """Wrap precomputed chunk vectors; their shape must match the provenance."""
     expected = (provenance.n_chunks, provenance.model.dimension)
     if vectors.shape != expected:
         raise DriftError(f"index vectors have shape {vectors.shape}, provenance says {expected}")
-    return DenseIndex(provenance=provenance, vectors=vectors, encoder=encoder)
+    return DenseIndex(provenance=provenance, vectors=vectors, embedder=embedder)
 
 
 ScopeMask = Callable[[Sequence[str] | None], np.ndarray | None]
@@ -185,3 +192,17 @@ def scope_masker(chunk_docs: Sequence[str]) -> ScopeMask:
         return memo[key]
 
     return mask
+
+
+def save_bm25_index(index: BM25Index, folder: Path) -> None:
+    """Write the bm25s arrays (``.npy``, no pickles) and vocabulary into ``folder``."""
+    index.model.save(str(folder), allow_pickle=False, show_progress=False)
+
+
+def load_bm25_index(folder: Path, options: BM25Options, provenance: IndexProvenance) -> BM25Index:
+    """Load a saved bm25s index memory-mapped (see :func:`save_bm25_index`)."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    model = bm25s.BM25.load(str(folder), mmap=True, allow_pickle=False, show_progress=False)
+    return BM25Index(provenance=provenance, options=options, model=model)

@@ -20,30 +20,25 @@ import yaml
 from rich.console import Console
 
 from ragsweep import __version__
-from ragsweep.chunking import CHUNKER_SOURCE_DIGEST, CHUNKERS, Chunk, chunk_corpus, indexed_text
-from ragsweep.config import ChunkingConfig, EmbeddingConfig, RunConfig, result_fields
+from ragsweep.cache import StageCache
+from ragsweep.chunking import CHUNKERS, Chunk
+from ragsweep.config import RunConfig
 from ragsweep.corpus import Corpus, load_corpus
 from ragsweep.embedding import (
     BACKENDS,
-    BM25Options,
     ModelIdentity,
-    encode_in_batches,
-    options_for,
 )
 from ragsweep.errors import ConfigError
 from ragsweep.evaluate import CaseResult, Summary, retrieve, score_case, summarize
 from ragsweep.golden import GoldenCase, GoldenSet, load_golden
-from ragsweep.hashing import sha256_json
+from ragsweep.hashing import sha256_json, sha256_text
 from ragsweep.index import (
-    Index,
     IndexProvenance,
-    build_bm25_index,
-    build_dense_index,
     scope_masker,
 )
+from ragsweep.indexing import cached_chunks, cached_index, cached_texts, chunks_key, texts_key
 from ragsweep.metrics import METRIC_DEFINITIONS
 from ragsweep.preprocess import Preprocessor, build_preprocessor
-from ragsweep.progress import progress_bar
 from ragsweep.report import plot_at_k, print_summary, render_report
 from ragsweep.tracking import DatasetInput, RunRecord, flatten, log_run
 
@@ -104,28 +99,6 @@ def config_hash(cfg: RunConfig, model: ModelIdentity) -> str:
     return sha256_json({**cfg.result_fields(), "embedding": model})
 
 
-def chunking_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
-    """Identity of a chunk set: corpus content, chunking config and chunker code."""
-    return sha256_json(
-        {
-            "corpus": corpus.content_hash(),
-            "chunking": result_fields(cfg),
-            "chunker_code": CHUNKER_SOURCE_DIGEST,
-        }
-    )
-
-
-def build_index(texts: Sequence[str], cfg: EmbeddingConfig, provenance: IndexProvenance) -> Index:
-    """Build the index of ``embedding.backend`` over the (preprocessed) chunk texts."""
-    backend = BACKENDS.get(cfg.backend)
-    if backend.make_encoder is None:
-        return build_bm25_index(texts, options_for(BM25Options, cfg), provenance)
-    encoder = backend.make_encoder(cfg)
-    with progress_bar(f"embedding {len(texts)} chunks", len(texts)) as advance:
-        vectors = encode_in_batches(encoder, texts, advance)
-    return build_dense_index(vectors, encoder, provenance)
-
-
 def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
     cases = golden.for_split(split)
     if not cases:
@@ -152,20 +125,23 @@ def run_evaluation(
     golden = load_golden(cfg.golden, corpus)
     cases = select_cases(golden, cfg.eval.split)
 
+    cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
     with timer.stage("chunk_seconds"):
-        chunks = chunk_corpus(corpus, cfg.chunking)
+        chunks = cached_chunks(corpus, cfg.chunking, cache)
     if not chunks:
         raise ConfigError(f"chunking produced no chunks from {corpus.source}")
+    chunk_set = chunks_key(corpus, cfg.chunking)
     provenance = IndexProvenance(
         model=model,
         preprocess=preprocessor.identity,
-        chunking_key=chunking_key(corpus, cfg.chunking),
+        chunking_key=chunk_set,
         corpus_hash=corpus.content_hash(),
         n_chunks=len(chunks),
     )
     with timer.stage("embed_seconds"):
-        texts = [preprocessor(indexed_text(c, cfg.chunking.heading_prefix)) for c in chunks]
-        index = build_index(texts, cfg.embedding, provenance)
+        key = texts_key(chunk_set, cfg.chunking.heading_prefix, preprocessor)
+        texts = cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
+        index = cached_index(texts, key, cfg.embedding, provenance, cache)
     with timer.stage("eval_seconds"):
         mask = scope_masker([c.doc for c in chunks])
         ranked = retrieve(
@@ -194,6 +170,7 @@ def run_evaluation(
     metrics = {
         **summary.flat_metrics(),
         **timer.seconds,
+        **cache.stats.as_metrics(),
         "n_chunks": float(len(chunks)),
     }
     tags = run_tags(cfg, corpus, golden, model, run_hash)
@@ -211,10 +188,13 @@ def run_evaluation(
                 digest=golden.digest,
                 context=cfg.eval.split,
             ),
-            extra_tags=dict(extra_tags or {}),
+            extra_tags={**cfg.tracking.tags, **dict(extra_tags or {}), **_parent_tag(cfg)},
         )
         run_id = log_run(cfg.tracking, record)
-    print_summary(summary, cfg.eval.ks, {**facts, "run": run_id or "not logged"}, console)
+    cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
+    print_summary(
+        summary, cfg.eval.ks, {**facts, "cache": cache_line, "run": run_id or "not logged"}, console
+    )
     return RunResult(
         config_hash=run_hash,
         summary=summary,
@@ -224,6 +204,11 @@ def run_evaluation(
         run_id=run_id,
         timings=dict(timer.seconds),
     )
+
+
+def _parent_tag(cfg: RunConfig) -> dict[str, str]:
+    parent = cfg.tracking.parent_run_id
+    return {"mlflow.parentRunId": parent} if parent else {}
 
 
 def _default_run_name(cfg: RunConfig) -> str:
@@ -300,8 +285,6 @@ def write_artifacts(
 
 
 def _manifest_row(chunk: Chunk) -> dict[str, Any]:
-    from ragsweep.hashing import sha256_text
-
     return {
         "chunk_id": chunk.id,
         "doc": chunk.doc,

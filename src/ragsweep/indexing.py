@@ -1,0 +1,204 @@
+"""Cached construction of a run's chunks, indexed texts and index (see docs/caching.md).
+
+Each stage's key hashes exactly the inputs that change its output:
+
+- chunks: corpus content hash + chunking mode/size/overlap + chunker source digest;
+- indexed texts: chunks key + heading prefix flag + preprocessor identity (steps and the
+  synonym file's content hash);
+- embeddings and query embeddings: model identity + the exact text (content-addressed);
+- dense index: indexed-texts key + model identity; BM25 index: indexed-texts key + model
+  identity (BM25 parameters, tokenizer settings, bm25s version).
+
+Nothing about evaluation (``eval.*``, the golden set, tracking) is part of any key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragsweep.cache import EmbeddingStore, StageCache, write_json
+from ragsweep.chunking import (
+    CHUNKER_SOURCE_DIGEST,
+    Chunk,
+    chunk_corpus,
+    indexed_text,
+    make_chunk,
+)
+from ragsweep.config import ChunkingConfig, EmbeddingConfig
+from ragsweep.corpus import Corpus
+from ragsweep.embedding import (
+    BACKENDS,
+    BM25Options,
+    DenseEncoder,
+    ModelIdentity,
+    encode_in_batches,
+    options_for,
+)
+from ragsweep.errors import DriftError
+from ragsweep.hashing import sha256_json
+from ragsweep.index import (
+    Index,
+    IndexProvenance,
+    build_bm25_index,
+    build_dense_index,
+    load_bm25_index,
+    save_bm25_index,
+)
+from ragsweep.preprocess import Preprocessor
+from ragsweep.progress import progress_bar
+
+
+def chunks_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
+    """Key of a chunk set: corpus content, the span-shaping chunking fields, chunker code."""
+    return sha256_json(
+        {
+            "corpus": corpus.content_hash(),
+            "mode": cfg.mode,
+            "size": cfg.size,
+            "overlap": cfg.overlap,
+            "chunker_code": CHUNKER_SOURCE_DIGEST,
+        }
+    )
+
+
+def texts_key(chunks_key_: str, heading_prefix: bool, preprocessor: Preprocessor) -> str:
+    return sha256_json(
+        {
+            "chunks": chunks_key_,
+            "heading_prefix": heading_prefix,
+            "preprocess": preprocessor.identity,
+        }
+    )
+
+
+def index_key(texts_key_: str, model: ModelIdentity) -> str:
+    return sha256_json({"texts": texts_key_, "model": model})
+
+
+def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, cache: StageCache) -> list[Chunk]:
+    """The corpus's chunks; spans are cached, texts are re-sliced from the source."""
+
+    def encode(chunks: list[Chunk]) -> list[list[Any]]:
+        return [[c.doc, c.start, c.end, list(c.heading_path)] for c in chunks]
+
+    def decode(rows: list[list[Any]]) -> list[Chunk]:
+        return [make_chunk(corpus.get(d), s, e, tuple(path)) for d, s, e, path in rows]
+
+    key = chunks_key(corpus, cfg)
+    return cache.json_value("chunks", key, lambda: chunk_corpus(corpus, cfg), encode, decode)
+
+
+def cached_texts(
+    chunks: Sequence[Chunk],
+    key: str,
+    heading_prefix: bool,
+    preprocessor: Preprocessor,
+    cache: StageCache,
+) -> list[str]:
+    """The preprocessed text that is indexed for each chunk."""
+
+    def compute() -> list[str]:
+        return [preprocessor(indexed_text(c, heading_prefix)) for c in chunks]
+
+    return cache.json_value("texts", key, compute, list, list)
+
+
+_ENCODERS: dict[str, DenseEncoder] = {}
+
+
+def _shared_encoder(cfg: EmbeddingConfig) -> DenseEncoder:
+    """One encoder per embedding config and process (models are slow to load)."""
+    key = sha256_json(cfg)
+    if key not in _ENCODERS:
+        backend = BACKENDS.get(cfg.backend)
+        assert backend.make_encoder is not None
+        _ENCODERS[key] = backend.make_encoder(cfg)
+    return _ENCODERS[key]
+
+
+class StoreEmbedder:
+    """Embeds texts through the content-addressed store; loads the model only on a miss."""
+
+    def __init__(
+        self, cfg: EmbeddingConfig, identity: ModelIdentity, cache: StageCache, stage: str
+    ) -> None:
+        self.identity = identity
+        self.cfg = cfg
+        self.stage = stage
+        self.store = EmbeddingStore(cache, identity.key, identity.dimension)
+        self.seconds = 0.0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.store.embed(texts, self._encode, self.stage)
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        encoder = _shared_encoder(self.cfg)
+        if encoder.identity != self.identity:
+            raise DriftError(
+                f"encoder reports {encoder.identity.describe()}, the configuration resolved "
+                f"to {self.identity.describe()}"
+            )
+        with progress_bar(f"{self.stage}: {len(texts)} texts", len(texts)) as advance:
+            return encode_in_batches(encoder, texts, advance)
+
+
+def cached_index(
+    texts: Sequence[str],
+    key: str,
+    cfg: EmbeddingConfig,
+    provenance: IndexProvenance,
+    cache: StageCache,
+) -> Index:
+    """The dense or BM25 index over ``texts``; its stored provenance must match."""
+    backend = BACKENDS.get(cfg.backend)
+    model = provenance.model
+    build: Callable[[Path], None]
+    load: Callable[[Path], Index]
+    if backend.kind == "sparse":
+        options = options_for(BM25Options, cfg)
+
+        def build(folder: Path) -> None:
+            save_bm25_index(build_bm25_index(texts, options, provenance), folder / "bm25")
+            _write_provenance(folder, provenance)
+
+        def load(folder: Path) -> Index:
+            _check_provenance(folder, provenance)
+            return load_bm25_index(folder / "bm25", options, provenance)
+
+        return cache.get_or_build("bm25_index", index_key(key, model), build, load)
+
+    chunk_embedder = StoreEmbedder(cfg, model, cache, "embeddings")
+    query_embedder = StoreEmbedder(cfg, model, cache, "query_embeddings")
+
+    def build_dense(folder: Path) -> None:
+        np.save(folder / "vectors.npy", chunk_embedder.embed(texts), allow_pickle=False)
+        _write_provenance(folder, provenance)
+
+    def load_dense(folder: Path) -> Index:
+        _check_provenance(folder, provenance)
+        vectors = np.load(folder / "vectors.npy", mmap_mode="r")
+        return build_dense_index(vectors, query_embedder, provenance)
+
+    return cache.get_or_build("dense_index", index_key(key, model), build_dense, load_dense)
+
+
+def _write_provenance(folder: Path, provenance: IndexProvenance) -> None:
+    write_json(folder / "provenance.json", asdict(provenance))
+
+
+def _check_provenance(folder: Path, expected: IndexProvenance) -> None:
+    stored = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+    wanted = json.loads(json.dumps(asdict(expected)))
+    if stored != wanted:
+        differing = sorted(k for k in wanted if stored.get(k) != wanted.get(k))
+        raise DriftError(
+            f"cached index {folder} has provenance {', '.join(differing)} = "
+            f"{ {k: stored.get(k) for k in differing} }, expected "
+            f"{ {k: wanted.get(k) for k in differing} }"
+        )
