@@ -119,6 +119,7 @@ class StageCache:
             final = self.entry_dir(stage, key)
             meta = self._verified_meta(stage, final)
             if meta is not None:
+                touch(final)
                 stats.hits += 1
                 stats.seconds_saved += float(meta.get("compute_seconds", 0.0))
                 return load(final)
@@ -236,6 +237,14 @@ def verify_entry(folder: Path) -> dict[str, Any]:
         if sha256_file(path) != digest:
             raise CorruptEntry(f"{name} does not match its checksum")
     return meta
+
+
+def touch(folder: Path) -> None:
+    """Mark an entry as used now (``ragsweep-cache prune`` goes by last use)."""
+    try:
+        os.utime(folder)
+    except OSError:
+        pass  # a read-only cache is still usable
 
 
 def remove_entry(folder: Path) -> None:
@@ -390,6 +399,7 @@ class EmbeddingStore:
                 log.warning("cache: embedding shard %s is corrupt (%s): recomputing", shard, exc)
                 remove_entry(path)
                 raise
+            touch(path)
             self._verified[shard] = np.load(path / "vectors.npy", mmap_mode="r")
         return self._verified[shard]
 

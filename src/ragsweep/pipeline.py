@@ -54,6 +54,8 @@ class RunResult:
     output_dir: Path
     run_id: str | None
     timings: dict[str, float] = field(default_factory=dict)
+    cache_metrics: dict[str, float] = field(default_factory=dict)
+    cache_root: Path | None = None
 
 
 @dataclass
@@ -203,6 +205,8 @@ def run_evaluation(
         output_dir=output_dir,
         run_id=run_id,
         timings=dict(timer.seconds),
+        cache_metrics=cache.stats.as_metrics(),
+        cache_root=cache.root,
     )
 
 

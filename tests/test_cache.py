@@ -1,0 +1,261 @@
+"""Stage caches: key stability and sensitivity, reuse, corruption, concurrency, drift."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragsweep.cache import EmbeddingStore, StageCache, verify_entry
+from ragsweep.cache_cli import main as cache_main
+from ragsweep.cli import plain_config
+from ragsweep.config import ChunkingConfig, CorpusConfig, PreprocessConfig, RunConfig
+from ragsweep.corpus import load_corpus
+from ragsweep.errors import DriftError
+from ragsweep.index import IndexProvenance
+from ragsweep.indexing import _check_provenance, chunks_key, index_key, texts_key
+from ragsweep.pipeline import RunResult, run_evaluation
+from ragsweep.preprocess import build_preprocessor
+from tests.test_pipeline import project_overrides
+
+
+def run(compose_config, project: Path, *extra: str) -> tuple[RunResult, dict[str, float]]:
+    cfg = compose_config(*project_overrides(project, "tracking.enabled=false", *extra))
+    resolved = plain_config(cfg)
+    result = run_evaluation(RunConfig.from_container(resolved), resolved, project / "run")
+    stats = {k: v for k, v in _cache_metrics(result).items()}
+    return result, stats
+
+
+def _cache_metrics(result: RunResult) -> dict[str, float]:
+    return dict(result.cache_metrics)
+
+
+def rankings(result: RunResult) -> list[list[tuple[str, float]]]:
+    return [[(r.chunk_id, r.score) for r in case.retrieved] for case in result.cases]
+
+
+# --- keys -------------------------------------------------------------------------------
+
+KEY_SCRIPT = """
+import sys, json
+from ragsweep.config import ChunkingConfig, CorpusConfig, PreprocessConfig
+from ragsweep.corpus import load_corpus
+from ragsweep.indexing import chunks_key, texts_key
+from ragsweep.preprocess import build_preprocessor
+corpus = load_corpus(CorpusConfig(path=sys.argv[1]))
+key = chunks_key(corpus, ChunkingConfig(mode="heading", size=300, overlap=30))
+prep = build_preprocessor(PreprocessConfig(steps=("nfkc", "cleanup")))
+print(json.dumps([key, texts_key(key, True, prep)]))
+"""
+
+
+def test_keys_are_stable_across_processes(mini_project: Path) -> None:
+    corpus = load_corpus(CorpusConfig(path=str(mini_project / "corpus")))
+    key = chunks_key(corpus, ChunkingConfig(mode="heading", size=300, overlap=30))
+    prep = build_preprocessor(PreprocessConfig(steps=("nfkc", "cleanup")))
+    here = [key, texts_key(key, True, prep)]
+    out = subprocess.run(
+        [sys.executable, "-c", KEY_SCRIPT, str(mini_project / "corpus")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout) == here
+
+
+def test_keys_change_with_each_relevant_input(mini_project: Path, monkeypatch) -> None:
+    corpus = load_corpus(CorpusConfig(path=str(mini_project / "corpus")))
+    base_cfg = ChunkingConfig(mode="fixed", size=200, overlap=20)
+    base = chunks_key(corpus, base_cfg)
+    for change in ({"mode": "heading"}, {"size": 201}, {"overlap": 21}):
+        assert chunks_key(corpus, dataclasses.replace(base_cfg, **change)) != base
+    # heading_prefix changes the indexed text, not the chunk spans
+    assert chunks_key(corpus, dataclasses.replace(base_cfg, heading_prefix=True)) == base
+    (mini_project / "corpus" / "billing.md").write_text("changed", encoding="utf-8")
+    changed = load_corpus(CorpusConfig(path=str(mini_project / "corpus")))
+    assert chunks_key(changed, base_cfg) != base
+    monkeypatch.setattr("ragsweep.indexing.CHUNKER_SOURCE_DIGEST", "edited-chunker")
+    assert chunks_key(corpus, base_cfg) != base
+
+    raw = build_preprocessor(PreprocessConfig(steps=()))
+    nfkc = build_preprocessor(PreprocessConfig(steps=("nfkc",)))
+    assert texts_key(base, False, raw) != texts_key(base, False, nfkc)
+    assert texts_key(base, False, raw) != texts_key(base, True, raw)
+    syn = mini_project / "syn.yaml"
+    syn.write_text("groups:\n  - [a, b]\n", encoding="utf-8")
+    with_syn = PreprocessConfig(steps=("synonyms",), synonyms_path=str(syn))
+    first = texts_key(base, False, build_preprocessor(with_syn))
+    syn.write_text("groups:\n  - [a, c]\n", encoding="utf-8")
+    assert texts_key(base, False, build_preprocessor(with_syn)) != first
+
+
+# --- reuse through the pipeline ---------------------------------------------------------
+
+
+def test_repeat_run_hits_every_stage(compose_config, mini_project: Path) -> None:
+    first, cold = run(compose_config, mini_project)
+    second, warm = run(compose_config, mini_project)
+    assert cold["cache/chunks/misses"] == 1 and cold["cache/bm25_index/misses"] == 1
+    for stage in ("chunks", "texts", "bm25_index"):
+        assert warm[f"cache/{stage}/hits"] == 1, stage
+        assert warm[f"cache/{stage}/misses"] == 0, stage
+    assert rankings(first) == rankings(second)
+
+
+def test_eval_golden_and_tracking_changes_keep_the_index(compose_config, mini_project: Path):
+    run(compose_config, mini_project)
+    _, stats = run(
+        compose_config,
+        mini_project,
+        "eval.ks=[1,2]",
+        "eval.objective=recall_at_2",
+        "tracking.experiment=other",
+        "golden.holdout_fraction=0.5",
+    )
+    assert stats["cache/bm25_index/hits"] == 1 and stats["cache/bm25_index/misses"] == 0
+
+
+def test_overlap_change_rechunks_but_reuses_identical_vectors(compose_config, mini_project):
+    _, cold = run(compose_config, mini_project, "embedding=use_m3", "chunking.overlap=0")
+    assert cold["cache/embeddings/hits"] == 0
+    _, other = run(compose_config, mini_project, "embedding=use_m3", "chunking.overlap=30")
+    assert other["cache/chunks/misses"] == 1
+    assert other["cache/embeddings/hits"] >= 1  # the first window of each doc is identical
+    assert other["cache/embeddings/misses"] >= 1
+    assert other["cache/query_embeddings/misses"] == 0  # queries shared across chunkings
+    assert other["cache/query_embeddings/hits"] == 4  # every tuning question
+
+
+# --- corruption -------------------------------------------------------------------------
+
+
+def _entries(root: Path, stage: str) -> list[Path]:
+    return sorted(p.parent for p in (root / stage).rglob("meta.json"))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_corrupt_entries_are_detected_and_recomputed(compose_config, mini_project, damage):
+    clean, _ = run(compose_config, mini_project, "embedding=use_m3")
+    root = Path(clean.cache_root)
+    targets = [
+        _entries(root, "chunks")[0] / "data.json",
+        _entries(root, "embeddings")[0] / "vectors.npy",
+        _entries(root, "dense_index")[0] / "vectors.npy",
+    ]
+    for path in targets:
+        data = bytearray(path.read_bytes())
+        if damage == "truncate":
+            path.write_bytes(bytes(data[: len(data) // 2]))
+        else:
+            data[-5] ^= 0xFF
+            path.write_bytes(bytes(data))
+    again, stats = run(compose_config, mini_project, "embedding=use_m3")
+    assert stats["cache/chunks/corrupt"] == 1 and stats["cache/chunks/misses"] == 1
+    assert stats["cache/dense_index/corrupt"] == 1
+    assert stats["cache/embeddings/corrupt"] >= 1 or stats["cache/embeddings/misses"] >= 1
+    assert rankings(again) == rankings(clean)
+    for stage in ("chunks", "embeddings", "dense_index"):
+        for entry in _entries(root, stage):
+            verify_entry(entry)  # everything left on disk is valid again
+
+
+# --- concurrency ------------------------------------------------------------------------
+
+
+def _worker(overrides: list[str], out: str, queue) -> None:  # pragma: no cover - subprocess
+    from hydra import compose, initialize_config_dir
+
+    from ragsweep.cli import config_dir
+
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    resolved = plain_config(cfg)
+    result = run_evaluation(RunConfig.from_container(resolved), resolved, Path(out))
+    queue.put(rankings(result))
+
+
+def test_two_processes_building_the_same_index(tmp_path: Path, mini_project: Path) -> None:
+    overrides = [
+        f"paths.output_dir={tmp_path / 'outputs'}",
+        *project_overrides(mini_project, "tracking.enabled=false", "embedding=use_m3"),
+    ]
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [
+        ctx.Process(target=_worker, args=(overrides, str(tmp_path / f"run{i}"), queue))
+        for i in range(2)
+    ]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert results[0] == results[1]
+    root = tmp_path / "outputs" / "cache"
+    for stage in ("chunks", "texts", "dense_index"):
+        assert len(_entries(root, stage)) == 1, stage
+    for entry in _entries(root, "embeddings"):
+        verify_entry(entry)
+
+
+# --- drift and the store ----------------------------------------------------------------
+
+
+def test_cached_index_with_other_provenance_is_a_drift_error(tmp_path: Path) -> None:
+    from ragsweep.cache import write_json
+    from ragsweep.embedding import ModelIdentity
+
+    model = ModelIdentity("use_m3", "m", "1", 512, True)
+    expected = IndexProvenance(model, {"steps": []}, "ck", "corpus", 3)
+    stored = dataclasses.replace(expected, model=dataclasses.replace(model, version="2"))
+    write_json(tmp_path / "provenance.json", dataclasses.asdict(stored))
+    with pytest.raises(DriftError, match="model"):
+        _check_provenance(tmp_path, expected)
+    assert index_key("t", model) != index_key("t", dataclasses.replace(model, dimension=384))
+
+
+def test_embedding_store_embeds_each_distinct_text_once(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+
+    def encode(texts):
+        calls.append(list(texts))
+        return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
+
+    store = EmbeddingStore(StageCache(tmp_path), "model-key", 2)
+    first = store.embed(["a", "bb", "a"], encode, "embeddings")
+    second = EmbeddingStore(StageCache(tmp_path), "model-key", 2).embed(
+        ["bb", "ccc"], encode, "embeddings"
+    )
+    assert calls == [["a", "bb"], ["ccc"]]
+    assert first.tolist() == [[1, 1], [2, 1], [1, 1]]
+    assert second.tolist() == [[2, 1], [3, 1]]
+    other_model = EmbeddingStore(StageCache(tmp_path), "other-key", 2)
+    other_model.embed(["a"], encode, "embeddings")
+    assert calls[-1] == ["a"]  # another model identity never shares vectors
+
+
+def test_disabled_cache_writes_nothing(compose_config, mini_project: Path) -> None:
+    result, stats = run(compose_config, mini_project, "cache.enabled=false")
+    assert stats["cache/chunks/misses"] == 1
+    assert not (mini_project / "run" / "cache").exists()
+    assert result.cache_root is None
+
+
+def test_cache_cli_stats_prune_and_verify(compose_config, mini_project: Path, capsys) -> None:
+    result, _ = run(compose_config, mini_project)
+    root = str(result.cache_root)
+    assert cache_main(["--cache-dir", root, "stats"]) == 0
+    assert "bm25_index" in capsys.readouterr().out
+    assert cache_main(["--cache-dir", root, "verify"]) == 0
+    assert cache_main(["--cache-dir", root, "prune", "--older-than", "30d"]) == 0
+    assert len(_entries(Path(root), "chunks")) == 1  # used just now: kept
+    assert cache_main(["--cache-dir", root, "prune", "--older-than", "0s"]) == 0
+    assert _entries(Path(root), "chunks") == []
