@@ -14,6 +14,7 @@ pickles), so every distinct text is embedded once across all configurations of a
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -241,10 +242,8 @@ def verify_entry(folder: Path) -> dict[str, Any]:
 
 def touch(folder: Path) -> None:
     """Mark an entry as used now (``ragsweep-cache prune`` goes by last use)."""
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache is still usable
         os.utime(folder)
-    except OSError:
-        pass  # a read-only cache is still usable
 
 
 def remove_entry(folder: Path) -> None:

@@ -210,3 +210,6 @@ def encode_in_batches(
     if not parts:
         return np.zeros((0, encoder.identity.dimension), dtype=np.float32)
     return np.concatenate(parts, axis=0)
+
+
+from ragsweep import remote as _remote  # noqa: E402, F401  (registers ollama and openai)

@@ -7,7 +7,7 @@ so a no-answer threshold can be chosen; they never count as perfect (or zero) re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,19 @@ class CaseResult:
             "latency_ms": round(self.seconds * 1000, 3),
             "retrieved": [vars(r) for r in self.retrieved],
         }
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> CaseResult:
+        """Inverse of :meth:`to_json` (one ``cases.jsonl`` line; latency there is in ms)."""
+        return cls(
+            id=row["id"],
+            type=row["type"],
+            split=row["split"],
+            answerable=row["answerable"],
+            metrics=row["metrics"],
+            retrieved=tuple(RetrievedChunk(**r) for r in row["retrieved"]),
+            seconds=row["latency_ms"] / 1000,
+        )
 
 
 def retrieve(

@@ -34,7 +34,7 @@ def render_report(
         "",
         "## Overall (mean over answerable cases)",
         "",
-        _markdown_table(["metric", "value"], [[c, _fmt(summary.overall[c])] for c in columns]),
+        markdown_table(["metric", "value"], [[c, _fmt(summary.overall[c])] for c in columns]),
         "",
         "## By question type",
         "",
@@ -45,7 +45,7 @@ def render_report(
     ]
     if summary.by_type_min:
         rows.append(["**min over types**", "", *(_fmt(summary.by_type_min[c]) for c in columns)])
-    lines.append(_markdown_table(["type", "n", *columns], rows))
+    lines.append(markdown_table(["type", "n", *columns], rows))
     unanswerable_types = sorted(set(summary.type_counts) - set(summary.by_type))
     if unanswerable_types:
         lines += [
@@ -56,7 +56,7 @@ def render_report(
     if summary.extra:
         lines += ["", "## Latency and scores", ""]
         lines.append(
-            _markdown_table(
+            markdown_table(
                 ["measure", "value"], [[k, _fmt(v)] for k, v in sorted(summary.extra.items())]
             )
         )
@@ -67,7 +67,8 @@ def _fmt(value: float) -> str:
     return f"{value:.4f}"
 
 
-def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown (GFM) table; cells are used as given."""
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(out)
