@@ -37,6 +37,7 @@ from ragsweep.index import (
     scope_masker,
 )
 from ragsweep.indexing import cached_chunks, cached_index, cached_texts, chunks_key, texts_key
+from ragsweep.judge import JudgeConfig, JudgeOutcome, prepare_judge
 from ragsweep.metrics import METRIC_DEFINITIONS
 from ragsweep.preprocess import Preprocessor, build_preprocessor
 from ragsweep.report import plot_at_k, print_summary, render_report
@@ -123,6 +124,7 @@ def run_evaluation(
     console = console or Console(stderr=True)
     timer = Timer()
     preprocessor, model = validate_before_work(cfg)
+    judge = prepare_judge(JudgeConfig.from_resolved(resolved_config))  # None: judge=off
     corpus = load_corpus(cfg.corpus)
     golden = load_golden(cfg.golden, corpus)
     cases = select_cases(golden, cfg.eval.split)
@@ -157,6 +159,10 @@ def run_evaluation(
             score_case(c, r, chunks, cfg.eval) for c, r in zip(cases, ranked, strict=True)
         )
         summary = summarize(results)
+    judged = None
+    if judge is not None:
+        with timer.stage("judge_seconds"):
+            judged = judge.run(cases, results, chunks, cache)
 
     run_hash = config_hash(cfg, model)
     facts = {
@@ -168,14 +174,17 @@ def run_evaluation(
         "chunking": f"{cfg.chunking.mode} size={cfg.chunking.size} overlap={cfg.chunking.overlap}",
     }
     output_dir.mkdir(parents=True, exist_ok=True)
-    write_artifacts(output_dir, resolved_config, results, chunks, summary, cfg.eval.ks, facts)
+    write_artifacts(
+        output_dir, resolved_config, results, chunks, summary, cfg.eval.ks, facts, judged
+    )
     metrics = {
         **summary.flat_metrics(),
         **timer.seconds,
         **cache.stats.as_metrics(),
+        **(judged.flat_metrics() if judged else {}),
         "n_chunks": float(len(chunks)),
     }
-    tags = run_tags(cfg, corpus, golden, model, run_hash)
+    tags = {**run_tags(cfg, corpus, golden, model, run_hash), **(judged.tags() if judged else {})}
     run_id = None
     if cfg.tracking.enabled:
         record = RunRecord(
@@ -197,6 +206,8 @@ def run_evaluation(
     print_summary(
         summary, cfg.eval.ks, {**facts, "cache": cache_line, "run": run_id or "not logged"}, console
     )
+    if judged:
+        judged.print_summary(console)
     return RunResult(
         config_hash=run_hash,
         summary=summary,
@@ -242,25 +253,18 @@ def run_tags(
 def git_commit(root: Path) -> str:
     """The project's git commit (with ``-dirty`` when the tree has changes), or ``unknown``."""
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
+        commit = _git(root, "rev-parse", "HEAD")
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{commit}-dirty" if dirty else commit
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+    )
+    return done.stdout.strip()
 
 
 def write_artifacts(
@@ -271,15 +275,25 @@ def write_artifacts(
     summary: Summary,
     ks: Sequence[int],
     facts: Mapping[str, object],
+    judged: JudgeOutcome | None = None,
 ) -> None:
-    """The run directory holds everything MLflow gets, so a run is inspectable without it."""
+    """The run directory holds everything MLflow gets, so a run is inspectable without it.
+
+    With ``judged``, each ``cases.jsonl`` row gets its ``judge`` record and ``report.md``
+    a generation-and-judging section beside the retrieval metrics.
+    """
     (output_dir / "config.yaml").write_text(
         yaml.safe_dump(dict(resolved_config), sort_keys=False, allow_unicode=True),
         encoding="utf-8",
     )
-    _write_jsonl(output_dir / "cases.jsonl", (r.to_json() for r in results))
+    extras = judged.case_fields() if judged else {}
+    _write_jsonl(
+        output_dir / "cases.jsonl", ({**r.to_json(), **extras.get(r.id, {})} for r in results)
+    )
     _write_jsonl(output_dir / "chunks.jsonl", (_manifest_row(c) for c in chunks))
     report = render_report(summary, ks, "ragsweep evaluation report", facts)
+    if judged:
+        report += "\n" + judged.report_section()
     definitions = "\n".join(f"- `{k}`: {v}" for k, v in METRIC_DEFINITIONS.items())
     (output_dir / "report.md").write_text(
         report + "\n## Metric definitions\n\n" + definitions + "\n", encoding="utf-8"
