@@ -24,6 +24,7 @@ from typing import Any
 
 from ragsweep import __version__
 from ragsweep.errors import ConfigError, CorpusError, GoldenError, RagsweepError
+from ragsweep.golden import assign_split
 from ragsweep.registry import Registry
 
 PARAGRAPH_SEPARATOR = "\n\n"
@@ -220,13 +221,6 @@ def question_type(question: str) -> str:
     return _WORD_TYPES.get(word, word)
 
 
-def split_for(case_id: str, holdout_fraction: float) -> str:
-    """``holdout`` iff the first 64 bits of sha256(id), read as a fraction of 2**64, are
-    below ``holdout_fraction``; ``tuning`` otherwise."""
-    position = int(hashlib.sha256(case_id.encode()).hexdigest()[:16], 16) / 2**64
-    return "holdout" if position < holdout_fraction else "tuning"
-
-
 def import_squad(
     source: Path,
     out_dir: Path,
@@ -354,7 +348,7 @@ def _convert_question(
         type="unanswerable" if impossible else question_type(text),
         doc_id=paragraph.doc_id,
         evidence=evidence,
-        split=None if fraction is None else split_for(case_id, fraction),
+        split=None if fraction is None else assign_split(case_id, fraction),
     )
 
 
