@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import shutil
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from ragsweep.cli import config_dir
+from tests.fake_ollama import FakeModelServer
 
 REPO = Path(__file__).resolve().parents[1]
 SQUAD_FILE = REPO.parent / "shared" / "data" / "squad-v2-dev-cs224n-half" / "dev-v2.0.json"
@@ -99,3 +101,31 @@ def compose_config(tmp_path: Path) -> ComposeFn:
             return compose(config_name="config", overrides=[*base, *overrides])
 
     return _compose
+
+
+@pytest.fixture
+def model_server() -> Iterator[FakeModelServer]:
+    """A scripted Ollama / OpenAI-compatible HTTP server on 127.0.0.1 (tests/fake_ollama.py)."""
+    with FakeModelServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def migrated_mlflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty MLflow SQLite store, schema created once per session (migrations take ~5 s)."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def tracking_db(tmp_path: Path, migrated_mlflow_db: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh MLflow store at ``tmp_path/outputs/mlflow.db``, where ``compose_config`` points
+    ``tracking.default_db``; ``MLFLOW_TRACKING_URI`` is unset so nothing goes elsewhere."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    path = tmp_path / "outputs" / "mlflow.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(migrated_mlflow_db, path)
+    return path

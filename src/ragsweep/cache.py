@@ -280,6 +280,7 @@ class EmbeddingStore:
         self.dimension = dimension
         self._verified: dict[str, np.ndarray] = {}
         self._seconds_per_text = 0.0
+        self._known: dict[str, _Row] | None = None  # shard index, rescanned after changes
 
     @property
     def folder(self) -> Path | None:
@@ -298,14 +299,17 @@ class EmbeddingStore:
         keys = [sha256_text(t) for t in texts]
         if self.folder is None:
             return self._embed_uncached(keys, texts, encode, stats)
-        for _attempt in range(2):  # a second pass only after dropping a corrupt shard
-            index = self._index()
+        for attempt in range(2):  # a second pass only after dropping a corrupt shard
+            index = self._index(rescan=attempt > 0 or self._known is None)
             missing = _unique_missing(keys, texts, index)
+            if missing:  # rescan first: another process may have written them meanwhile
+                index = self._index(rescan=True)
+                missing = _unique_missing(keys, texts, index)
             if missing:
                 started = time.perf_counter()
                 vectors = encode([text for _, text in missing])
                 self._write_shard([k for k, _ in missing], vectors, time.perf_counter() - started)
-                index = self._index()
+                index = self._index(rescan=True)
             try:
                 matrix = self._gather(keys, index)
             except CorruptEntry:
@@ -340,8 +344,16 @@ class EmbeddingStore:
             )
         return vectors
 
-    def _index(self) -> dict[str, _Row]:
-        """text key → (shard, row) over all complete shards; first shard (by name) wins."""
+    def _index(self, rescan: bool) -> dict[str, _Row]:
+        """text key → (shard, row) over all complete shards; first shard (by name) wins.
+
+        The scan is kept in memory; ``rescan`` reads the folder again."""
+        if self._known is not None and not rescan:
+            return self._known
+        self._known = self._scan()
+        return self._known
+
+    def _scan(self) -> dict[str, _Row]:
         index: dict[str, _Row] = {}
         folder = self.folder
         if folder is None or not folder.exists():
