@@ -32,10 +32,7 @@ from ragsweep.errors import ConfigError
 from ragsweep.evaluate import CaseResult, Summary, retrieve, score_case, summarize
 from ragsweep.golden import GoldenCase, GoldenSet, load_golden
 from ragsweep.hashing import sha256_json, sha256_text
-from ragsweep.index import (
-    IndexProvenance,
-    scope_masker,
-)
+from ragsweep.index import Index, IndexProvenance, scope_masker
 from ragsweep.indexing import cached_chunks, cached_index, cached_texts, chunks_key, texts_key
 from ragsweep.judge import JudgeConfig, JudgeOutcome, prepare_judge
 from ragsweep.metrics import METRIC_DEFINITIONS
@@ -109,6 +106,59 @@ def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
     return cases
 
 
+@dataclass(frozen=True)
+class BuiltIndex:
+    """A run's chunks and the index over their (preprocessed) text."""
+
+    chunks: list[Chunk]
+    index: Index
+
+
+def build_index(
+    cfg: RunConfig,
+    corpus: Corpus,
+    preprocessor: Preprocessor,
+    model: ModelIdentity,
+    cache: StageCache,
+    timer: Timer,
+) -> BuiltIndex:
+    """Chunk the corpus and build (or load from the cache) the index over the chunks."""
+    with timer.stage("chunk_seconds"):
+        chunks = cached_chunks(corpus, cfg.chunking, cache)
+    if not chunks:
+        raise ConfigError(f"chunking produced no chunks from {corpus.source}")
+    chunk_set = chunks_key(corpus, cfg.chunking)
+    provenance = IndexProvenance(
+        model=model,
+        preprocess=preprocessor.identity,
+        chunking_key=chunk_set,
+        corpus_hash=corpus.content_hash(),
+        n_chunks=len(chunks),
+    )
+    with timer.stage("embed_seconds"):
+        key = texts_key(chunk_set, cfg.chunking.heading_prefix, preprocessor)
+        texts = cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
+        index = cached_index(texts, key, cfg.embedding, provenance, cache)
+    return BuiltIndex(chunks, index)
+
+
+def evaluate_cases(
+    cases: Sequence[GoldenCase], built: BuiltIndex, preprocessor: Preprocessor, cfg: RunConfig
+) -> tuple[CaseResult, ...]:
+    """Retrieve for every case (within its scope when enforced) and score it."""
+    mask = scope_masker([c.doc for c in built.chunks])
+    ranked = retrieve(
+        cases,
+        built.index,
+        preprocessor,
+        mask if cfg.retrieval.respect_scope else (lambda scope: None),
+        cfg.top_k,
+    )
+    return tuple(
+        score_case(c, r, built.chunks, cfg.eval) for c, r in zip(cases, ranked, strict=True)
+    )
+
+
 def run_evaluation(
     cfg: RunConfig,
     resolved_config: Mapping[str, Any],
@@ -130,78 +180,40 @@ def run_evaluation(
     cases = select_cases(golden, cfg.eval.split)
 
     cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
-    with timer.stage("chunk_seconds"):
-        chunks = cached_chunks(corpus, cfg.chunking, cache)
-    if not chunks:
-        raise ConfigError(f"chunking produced no chunks from {corpus.source}")
-    chunk_set = chunks_key(corpus, cfg.chunking)
-    provenance = IndexProvenance(
-        model=model,
-        preprocess=preprocessor.identity,
-        chunking_key=chunk_set,
-        corpus_hash=corpus.content_hash(),
-        n_chunks=len(chunks),
-    )
-    with timer.stage("embed_seconds"):
-        key = texts_key(chunk_set, cfg.chunking.heading_prefix, preprocessor)
-        texts = cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
-        index = cached_index(texts, key, cfg.embedding, provenance, cache)
+    built = build_index(cfg, corpus, preprocessor, model, cache, timer)
     with timer.stage("eval_seconds"):
-        mask = scope_masker([c.doc for c in chunks])
-        ranked = retrieve(
-            cases,
-            index,
-            preprocessor,
-            mask if cfg.retrieval.respect_scope else (lambda scope: None),
-            cfg.top_k,
-        )
-        results = tuple(
-            score_case(c, r, chunks, cfg.eval) for c, r in zip(cases, ranked, strict=True)
-        )
+        results = evaluate_cases(cases, built, preprocessor, cfg)
         summary = summarize(results)
     judged = None
     if judge is not None:
         with timer.stage("judge_seconds"):
-            judged = judge.run(cases, results, chunks, cache)
+            judged = judge.run(cases, results, built.chunks, cache)
 
     run_hash = config_hash(cfg, model)
-    facts = {
-        "config": run_hash[:12],
-        "split": cfg.eval.split,
-        "chunks": len(chunks),
-        "model": model.describe(),
-        "preprocess": "+".join(cfg.preprocess.steps) or "none",
-        "chunking": f"{cfg.chunking.mode} size={cfg.chunking.size} overlap={cfg.chunking.overlap}",
-    }
+    facts = run_facts(cfg, model, run_hash, len(built.chunks))
     output_dir.mkdir(parents=True, exist_ok=True)
     write_artifacts(
-        output_dir, resolved_config, results, chunks, summary, cfg.eval.ks, facts, judged
+        output_dir, resolved_config, results, built.chunks, summary, cfg.eval.ks, facts, judged
     )
-    metrics = {
-        **summary.flat_metrics(),
-        **timer.seconds,
-        **cache.stats.as_metrics(),
-        **(judged.flat_metrics() if judged else {}),
-        "n_chunks": float(len(chunks)),
-    }
-    tags = {**run_tags(cfg, corpus, golden, model, run_hash), **(judged.tags() if judged else {})}
     run_id = None
     if cfg.tracking.enabled:
-        record = RunRecord(
-            run_name=cfg.tracking.run_name or _default_run_name(cfg),
-            params=flatten(resolved_config),
-            metrics=metrics,
-            tags=tags,
-            artifacts_dir=output_dir,
-            dataset=DatasetInput(
-                path=golden.path,
-                name=Path(golden.path).name,
-                digest=golden.digest,
-                context=cfg.eval.split,
-            ),
-            extra_tags={**cfg.tracking.tags, **dict(extra_tags or {}), **_parent_tag(cfg)},
+        metrics = {
+            **summary.flat_metrics(),
+            **timer.seconds,
+            **cache.stats.as_metrics(),
+            **(judged.flat_metrics() if judged else {}),
+            "n_chunks": float(len(built.chunks)),
+        }
+        tags = {
+            **run_tags(cfg, corpus, golden, model, run_hash),
+            **(judged.tags() if judged else {}),
+            **cfg.tracking.tags,
+            **dict(extra_tags or {}),
+            **_parent_tag(cfg),
+        }
+        run_id = log_run(
+            cfg.tracking, run_record(cfg, resolved_config, metrics, tags, output_dir, golden)
         )
-        run_id = log_run(cfg.tracking, record)
     cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
     print_summary(
         summary, cfg.eval.ks, {**facts, "cache": cache_line, "run": run_id or "not logged"}, console
@@ -218,6 +230,45 @@ def run_evaluation(
         timings=dict(timer.seconds),
         cache_metrics=cache.stats.as_metrics(),
         cache_root=cache.root,
+    )
+
+
+def run_facts(
+    cfg: RunConfig, model: ModelIdentity, run_hash: str, n_chunks: int
+) -> dict[str, object]:
+    """The lines that identify a run in the terminal summary and in report.md."""
+    c = cfg.chunking
+    return {
+        "config": run_hash[:12],
+        "split": cfg.eval.split,
+        "chunks": n_chunks,
+        "model": model.describe(),
+        "preprocess": "+".join(cfg.preprocess.steps) or "none",
+        "chunking": f"{c.mode} size={c.size} overlap={c.overlap}",
+    }
+
+
+def run_record(
+    cfg: RunConfig,
+    resolved_config: Mapping[str, Any],
+    metrics: dict[str, float],
+    tags: dict[str, str],
+    output_dir: Path,
+    golden: GoldenSet,
+) -> RunRecord:
+    """What MLflow receives for one run (params are the flattened resolved config)."""
+    return RunRecord(
+        run_name=cfg.tracking.run_name or _default_run_name(cfg),
+        params=flatten(resolved_config),
+        metrics=metrics,
+        tags=tags,
+        artifacts_dir=output_dir,
+        dataset=DatasetInput(
+            path=golden.path,
+            name=Path(golden.path).name,
+            digest=golden.digest,
+            context=cfg.eval.split,
+        ),
     )
 
 
