@@ -1,0 +1,399 @@
+"""Paired comparison of two runs over the same golden cases (``ragsweep-compare``).
+
+Both runs' ``cases.jsonl`` are read from the store and matched by case id. The comparison
+refuses runs whose golden digest, split or corpus hash differ (their cases are not the same
+cases) unless forced. It reports per-metric deltas overall and per question type, the cases
+that flipped between hit and miss at the primary k with what each run retrieved first, a
+paired randomization test on the per-case primary metric, p50/p95 per-query retrieval latency
+deltas, and a decision line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ragsweep.config import EvalConfig, from_mapping
+from ragsweep.evaluate import CaseResult, RetrievedChunk, summarize
+from ragsweep.release.errors import ComparisonError
+from ragsweep.release.stats import PairedTest, paired_randomization_test
+from ragsweep.release.store import TAG_CORPUS, TAG_GOLDEN, TAG_SPLIT, LoggedRun, RunStore
+from ragsweep.report import markdown_table, metric_columns
+
+IDENTITY_TAGS = (TAG_GOLDEN, TAG_SPLIT, TAG_CORPUS)
+LATENCY_KEYS = ("latency_ms_p50", "latency_ms_p95")
+TAG_COMPARED_WITH = "ragsweep.compared_with"
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One figure in both runs; ``delta`` is candidate − baseline."""
+
+    baseline: float
+    candidate: float
+
+    @property
+    def delta(self) -> float:
+        return self.candidate - self.baseline
+
+    def to_json(self) -> dict[str, float]:
+        return {"baseline": self.baseline, "candidate": self.candidate, "delta": self.delta}
+
+
+@dataclass(frozen=True)
+class Flip:
+    """A case whose ``hit_at_k`` differs between the runs, with each run's first chunk
+    (None when nothing was retrieved)."""
+
+    case_id: str
+    type: str
+    baseline_first: RetrievedChunk | None
+    candidate_first: RetrievedChunk | None
+
+    def to_json(self) -> dict[str, Any]:
+        def first(chunk: RetrievedChunk | None) -> dict[str, Any] | None:
+            return vars(chunk) if chunk is not None else None
+
+        return {
+            "id": self.case_id,
+            "type": self.type,
+            "baseline_first": first(self.baseline_first),
+            "candidate_first": first(self.candidate_first),
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything ``ragsweep-compare`` reports about a candidate run against a baseline.
+
+    ``metric`` is the primary per-case metric (tested for significance) and ``k`` the cut-off
+    at which flips are counted (``hit_at_k``). ``n_cases`` cases are paired, ``n_answerable``
+    of them scored in both runs. ``lost`` are hit → miss, ``gained`` miss → hit. Latency is
+    in milliseconds per query. ``mismatches`` lists identity tags that differ and
+    ``unpaired`` the cases found in one run only; both are empty unless the comparison was
+    forced.
+    """
+
+    baseline: LoggedRun
+    candidate: LoggedRun
+    metric: str
+    k: int
+    alpha: float
+    n_cases: int
+    n_answerable: int
+    overall: dict[str, Delta]
+    by_type: dict[str, dict[str, Delta]]
+    type_counts: dict[str, int]
+    lost: tuple[Flip, ...]
+    gained: tuple[Flip, ...]
+    test: PairedTest
+    latency: dict[str, Delta]
+    mismatches: tuple[str, ...]
+    unpaired: tuple[str, ...]
+
+    @property
+    def verdict(self) -> str:
+        """``adopt``, ``reject`` or ``inconclusive`` from the primary metric's paired test."""
+        if self.test.p_value < self.alpha and self.test.mean_difference > 0:
+            return "adopt"
+        if self.test.p_value < self.alpha and self.test.mean_difference < 0:
+            return "reject"
+        return "inconclusive"
+
+    def decision(self) -> str:
+        """The one-line summary a reviewer acts on."""
+        meaning = {
+            "adopt": "candidate is significantly better",
+            "reject": "candidate is significantly worse",
+            "inconclusive": "no significant difference",
+        }[self.verdict]
+        relation = "<" if self.test.p_value < self.alpha else "≥"
+        line = (
+            f"Decision: {self.verdict.upper()} ({meaning}): {self.metric} "
+            f"{self.test.mean_difference:+.4f}, p = {self.test.p_value:.4f} {relation} "
+            f"α = {self.alpha}; hit@{self.k}: {len(self.gained)} gained, {len(self.lost)} lost"
+        )
+        if "latency_ms_p95" in self.latency:
+            line += f"; p95 latency {self.latency['latency_ms_p95'].delta:+.3f} ms"
+        if self.mismatches or self.unpaired:
+            line = "FORCED comparison, figures not comparable as-is. " + line
+        return line
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "baseline_run": self.baseline.run_id,
+            "candidate_run": self.candidate.run_id,
+            "metric": self.metric,
+            "k": self.k,
+            "alpha": self.alpha,
+            "n_cases": self.n_cases,
+            "n_answerable": self.n_answerable,
+            "overall": {m: d.to_json() for m, d in self.overall.items()},
+            "by_type": {
+                t: {m: d.to_json() for m, d in metrics.items()}
+                for t, metrics in self.by_type.items()
+            },
+            "type_counts": self.type_counts,
+            "flips": {
+                "hit_to_miss": [f.to_json() for f in self.lost],
+                "miss_to_hit": [f.to_json() for f in self.gained],
+            },
+            "test": {
+                "name": "paired randomization (sign-flip), two-sided",
+                "n": self.test.n,
+                "n_nonzero": self.test.n_nonzero,
+                "mean_difference": self.test.mean_difference,
+                "p_value": self.test.p_value,
+                "resamples": self.test.resamples,
+                "exact": self.test.exact,
+                "seed": self.test.seed,
+            },
+            "latency_ms": {m: d.to_json() for m, d in self.latency.items()},
+            "mismatches": list(self.mismatches),
+            "unpaired": list(self.unpaired),
+            "verdict": self.verdict,
+            "decision": self.decision(),
+        }
+
+
+def identity_mismatches(baseline: LoggedRun, candidate: LoggedRun) -> tuple[str, ...]:
+    """One line per identity tag (golden digest, split, corpus hash) that differs."""
+    return tuple(
+        f"{tag}: baseline {baseline.tag(tag)!r} vs candidate {candidate.tag(tag)!r}"
+        for tag in IDENTITY_TAGS
+        if baseline.tag(tag) != candidate.tag(tag)
+    )
+
+
+def primary_k(metric: str, ks: Sequence[int]) -> int:
+    """The cut-off named by ``metric`` (``recall_at_5`` → 5), else the largest of ``ks``."""
+    match = re.search(r"_at_(\d+)$", metric)
+    return int(match.group(1)) if match else max(ks)
+
+
+def compare_runs(
+    store: RunStore,
+    baseline_id: str,
+    candidate_id: str,
+    metric: str | None = None,
+    force: bool = False,
+    resamples: int = 10_000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> Comparison:
+    """Compare ``candidate_id`` against ``baseline_id`` case by case (module docstring).
+
+    ``metric`` defaults to the candidate's ``eval.objective``; ``alpha`` is the significance
+    level of the decision line.
+    """
+    baseline, candidate = store.get(baseline_id), store.get(candidate_id)
+    mismatches, pairs, unpaired = _comparable_cases(store, baseline, candidate, force)
+    eval_cfg = from_mapping(EvalConfig, store.config(candidate.run_id).get("eval"), "eval")
+    metric = metric or eval_cfg.objective
+    k = primary_k(metric, eval_cfg.ks)
+    scored = _scored_pairs(pairs, [metric, f"hit_at_{k}"], baseline, candidate)
+    base_summary = summarize([b for b, _ in pairs])
+    cand_summary = summarize([c for _, c in pairs])
+    columns = metric_columns(cand_summary, eval_cfg.ks)
+    return Comparison(
+        baseline=baseline,
+        candidate=candidate,
+        metric=metric,
+        k=k,
+        alpha=alpha,
+        n_cases=len(pairs),
+        n_answerable=len(scored),
+        overall=_deltas(base_summary.overall, cand_summary.overall, columns),
+        by_type={
+            t: _deltas(base_summary.by_type[t], metrics, columns)
+            for t, metrics in cand_summary.by_type.items()
+            if t in base_summary.by_type
+        },
+        type_counts=_type_counts(scored),
+        lost=tuple(_flip(b, c) for b, c in scored if _hit(b, k) and not _hit(c, k)),
+        gained=tuple(_flip(b, c) for b, c in scored if _hit(c, k) and not _hit(b, k)),
+        test=paired_randomization_test(
+            [_value(c, metric) - _value(b, metric) for b, c in scored], resamples, seed
+        ),
+        latency=_deltas(base_summary.extra, cand_summary.extra, LATENCY_KEYS),
+        mismatches=mismatches,
+        unpaired=tuple(unpaired),
+    )
+
+
+def _comparable_cases(
+    store: RunStore, baseline: LoggedRun, candidate: LoggedRun, force: bool
+) -> tuple[tuple[str, ...], list[tuple[CaseResult, CaseResult]], list[str]]:
+    """The identity mismatches, the paired cases and the ids found in one run only; refuses
+    (unless ``force``) incomplete runs, runs on other data and runs with unpaired cases."""
+    for run in (baseline, candidate):
+        run.require_complete()
+    mismatches = identity_mismatches(baseline, candidate)
+    if mismatches and not force:
+        raise ComparisonError(
+            f"runs {baseline.run_id} and {candidate.run_id} were not evaluated on the same "
+            f"cases ({'; '.join(mismatches)}); pass --force to compare anyway"
+        )
+    pairs, unpaired = _pair(store.cases(baseline.run_id), store.cases(candidate.run_id))
+    if unpaired and not force:
+        raise ComparisonError(
+            f"{len(unpaired)} case(s) are in only one of runs {baseline.run_id} and "
+            f"{candidate.run_id} (e.g. {unpaired[0]!r}); pass --force to compare the shared ones"
+        )
+    return mismatches, pairs, unpaired
+
+
+def _pair(
+    baseline: Sequence[CaseResult], candidate: Sequence[CaseResult]
+) -> tuple[list[tuple[CaseResult, CaseResult]], list[str]]:
+    """Cases matched by id in the candidate's order, and the ids found in one run only."""
+    by_id = {c.id: c for c in baseline}
+    candidate_ids = {c.id for c in candidate}
+    pairs = [(by_id[c.id], c) for c in candidate if c.id in by_id]
+    unpaired = sorted(set(by_id) ^ candidate_ids)
+    return pairs, unpaired
+
+
+def _scored_pairs(
+    pairs: Sequence[tuple[CaseResult, CaseResult]],
+    needed: Sequence[str],
+    baseline: LoggedRun,
+    candidate: LoggedRun,
+) -> list[tuple[CaseResult, CaseResult]]:
+    """Pairs scored in both runs; each needed metric must exist in both runs' cases."""
+    scored = [(b, c) for b, c in pairs if b.metrics is not None and c.metrics is not None]
+    if not scored:
+        raise ComparisonError(
+            f"runs {baseline.run_id} and {candidate.run_id} share no answerable case"
+        )
+    for name in needed:
+        for run, case in ((baseline, scored[0][0]), (candidate, scored[0][1])):
+            if name not in (case.metrics or {}):
+                available = ", ".join(sorted(case.metrics or {}))
+                raise ComparisonError(
+                    f"metric {name!r} is not in the per-case metrics of run {run.run_id} "
+                    f"(available: {available})"
+                )
+    return scored
+
+
+def _deltas(
+    baseline: Mapping[str, float], candidate: Mapping[str, float], keys: Sequence[str]
+) -> dict[str, Delta]:
+    return {k: Delta(baseline[k], candidate[k]) for k in keys if k in baseline and k in candidate}
+
+
+def _type_counts(scored: Sequence[tuple[CaseResult, CaseResult]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for _, case in scored:
+        counts[case.type] = counts.get(case.type, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _value(case: CaseResult, metric: str) -> float:
+    assert case.metrics is not None  # only scored pairs get here
+    return case.metrics[metric]
+
+
+def _hit(case: CaseResult, k: int) -> bool:
+    return _value(case, f"hit_at_{k}") > 0
+
+
+def _flip(baseline: CaseResult, candidate: CaseResult) -> Flip:
+    return Flip(
+        case_id=candidate.id,
+        type=candidate.type,
+        baseline_first=baseline.retrieved[0] if baseline.retrieved else None,
+        candidate_first=candidate.retrieved[0] if candidate.retrieved else None,
+    )
+
+
+def render_markdown(comparison: Comparison) -> str:
+    """The comparison as a Markdown document (printed, and logged as ``comparison.md``)."""
+    c = comparison
+    lines = [
+        f"# Comparison: candidate `{c.candidate.run_id}` vs baseline `{c.baseline.run_id}`",
+        "",
+        f"- **baseline**: `{c.baseline.run_id}` ({c.baseline.name})",
+        f"- **candidate**: `{c.candidate.run_id}` ({c.candidate.name})",
+        f"- **split**: {c.candidate.tag(TAG_SPLIT)}; **golden digest**: "
+        f"{c.candidate.tag(TAG_GOLDEN)[:12]}; **corpus**: {c.candidate.tag(TAG_CORPUS)[:12]}",
+        f"- **paired cases**: {c.n_cases} ({c.n_answerable} answerable, scored in both)",
+        f"- **primary metric**: `{c.metric}`; flips counted on `hit_at_{c.k}`",
+    ]
+    lines += [f"- **differs**: {m}" for m in c.mismatches]
+    if c.unpaired:
+        lines.append(f"- **in one run only (left out)**: {', '.join(c.unpaired)}")
+    lines += ["", f"**{c.decision()}**", "", "## Overall (mean over answerable cases)", ""]
+    lines.append(
+        markdown_table(
+            ["metric", "baseline", "candidate", "Δ"],
+            [
+                [m, f"{d.baseline:.4f}", f"{d.candidate:.4f}", f"{d.delta:+.4f}"]
+                for m, d in c.overall.items()
+            ],
+        )
+    )
+    lines += ["", "## Δ by question type (candidate − baseline)", "", _by_type_table(c), ""]
+    lines += _flip_sections(c)
+    lines += ["## Paired significance", "", c.test.describe() + ".", ""]
+    lines += ["## Latency (ms per query, retrieval only)", ""]
+    lines.append(
+        markdown_table(
+            ["measure", "baseline", "candidate", "Δ"],
+            [
+                [m, f"{d.baseline:.3f}", f"{d.candidate:.3f}", f"{d.delta:+.3f}"]
+                for m, d in c.latency.items()
+            ],
+        )
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _by_type_table(c: Comparison) -> str:
+    types = list(c.by_type)
+    metrics = list(c.overall)
+    header = ["metric", *(f"{t} (n={c.type_counts.get(t, 0)})" for t in types)]
+    rows = [
+        [m, *(f"{c.by_type[t][m].delta:+.4f}" if m in c.by_type[t] else "n/a" for t in types)]
+        for m in metrics
+    ]
+    return markdown_table(header, rows)
+
+
+def _flip_sections(c: Comparison) -> list[str]:
+    lines = [f"## Flipped cases at k={c.k}", ""]
+    for title, flips in (
+        (f"hit → miss ({len(c.lost)})", c.lost),
+        (f"miss → hit ({len(c.gained)})", c.gained),
+    ):
+        lines += [f"### {title}", ""]
+        if not flips:
+            lines += ["none", ""]
+            continue
+        rows = [
+            [f"`{f.case_id}`", f.type, _chunk(f.baseline_first), _chunk(f.candidate_first)]
+            for f in flips
+        ]
+        lines += [markdown_table(["case", "type", "baseline first", "candidate first"], rows), ""]
+    return lines
+
+
+def _chunk(chunk: RetrievedChunk | None) -> str:
+    if chunk is None:
+        return "(nothing retrieved)"
+    return f"`{chunk.doc}` [{chunk.start}:{chunk.end}] score {chunk.score:.3f}"
+
+
+def log_comparison(store: RunStore, comparison: Comparison, markdown: str) -> None:
+    """Attach ``comparison.md`` and ``comparison.json`` to the candidate run and tag it with
+    the baseline's id."""
+    run_id = comparison.candidate.run_id
+    store.log_text(run_id, markdown, "comparison.md")
+    store.log_text(
+        run_id, json.dumps(comparison.to_json(), indent=2, ensure_ascii=False), "comparison.json"
+    )
+    store.set_tag(run_id, TAG_COMPARED_WITH, comparison.baseline.run_id)

@@ -1,0 +1,25 @@
+"""Errors of the release tools; each names the run, tag, key or file concerned."""
+
+from __future__ import annotations
+
+from ragsweep.errors import RagsweepError
+
+
+class RunLookupError(RagsweepError):
+    """A run that does not exist, is incomplete, or lacks a tag or artifact a tool needs."""
+
+
+class PromotionError(RagsweepError):
+    """A run that cannot be promoted (wrong split, other corpus or golden set...)."""
+
+
+class ComparisonError(RagsweepError):
+    """Two runs that cannot be compared case by case (different data, no shared cases)."""
+
+
+class ThresholdsError(RagsweepError):
+    """An invalid thresholds file or a ratchet that cannot be applied."""
+
+
+class EvalLogError(RagsweepError):
+    """An ``eval_logs`` day file that cannot be read."""

@@ -1,0 +1,260 @@
+"""Promotion: re-run a tuning run's exact logged config on the holdout split.
+
+The holdout split is for the release decision only: ``eval.split=holdout`` is refused unless
+``eval.allow_holdout=true``, and promotion is the tool that sets it. A promotion
+
+1. reads the tuning run's ``config.yaml`` from the store;
+2. refuses when the corpus or golden set on disk no longer hash to the run's
+   ``ragsweep.corpus_hash`` / ``ragsweep.golden_digest`` tags (the figures would not be
+   comparable);
+3. counts the holdout evaluations of the same golden set (runs tagged
+   ``ragsweep.stage=holdout`` with the same digest) in the last ``window_days`` and warns
+   when this one exceeds ``max_uses``;
+4. runs :func:`ragsweep.pipeline.run_evaluation` with ``eval.split=holdout`` and tags
+   ``ragsweep.stage=holdout``, ``ragsweep.promoted_from=RUN_ID`` and
+   ``ragsweep.holdout_evaluations=N`` (this one included), logged to the store the tuning
+   run came from, in the tuning run's experiment;
+5. attaches ``promotion.md`` (tuning and holdout figures side by side) to the new run.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ragsweep.config import EvalConfig, RunConfig
+from ragsweep.corpus import load_corpus
+from ragsweep.errors import ConfigError
+from ragsweep.golden import load_golden
+from ragsweep.pipeline import RunResult, run_evaluation
+from ragsweep.release.errors import PromotionError
+from ragsweep.release.store import (
+    HOLDOUT,
+    TAG_CORPUS,
+    TAG_GOLDEN,
+    TAG_PROMOTED_FROM,
+    TAG_SPLIT,
+    TAG_STAGE,
+    TUNING,
+    LoggedRun,
+    RunStore,
+)
+from ragsweep.report import markdown_table, metric_columns
+
+TAG_HOLDOUT_EVALUATIONS = "ragsweep.holdout_evaluations"
+DEFAULT_MAX_USES = 5
+DEFAULT_WINDOW_DAYS = 30
+_DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class HoldoutUsage:
+    """How often the holdout of one golden set has been evaluated in a recent window.
+
+    ``previous`` counts earlier evaluations (runs tagged ``ragsweep.stage=holdout`` with the
+    same ``golden_digest``) in the last ``window_days``; ``count`` adds the one being made.
+    """
+
+    golden_digest: str
+    previous: int
+    window_days: int
+    max_uses: int
+
+    @property
+    def count(self) -> int:
+        return self.previous + 1
+
+    @property
+    def overused(self) -> bool:
+        return self.count > self.max_uses
+
+    def message(self) -> str:
+        text = (
+            f"holdout of golden set {self.golden_digest[:12]} evaluated {self.count} time(s) "
+            f"in the last {self.window_days} days (this one included; limit {self.max_uses})"
+        )
+        if self.overused:
+            text += (
+                ": every look at the holdout that feeds a decision turns it into tuning data; "
+                "add fresh holdout questions or stop promoting against this set"
+            )
+        return text
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """A promoted run: the tuning run, the holdout evaluation and the side-by-side report."""
+
+    tuning: LoggedRun
+    holdout: RunResult
+    usage: HoldoutUsage
+    report: str
+
+
+def count_holdout_evaluations(
+    store: RunStore, golden_digest: str, window_days: int, now_ms: int
+) -> int:
+    """Runs tagged ``ragsweep.stage=holdout`` for ``golden_digest`` started in the window
+    (every experiment, deleted runs included: the store is the record)."""
+    since = now_ms - window_days * _DAY_MS
+    return len(
+        store.search(
+            f"tags.\"{TAG_STAGE}\" = '{HOLDOUT}' AND tags.\"{TAG_GOLDEN}\" = '{golden_digest}' "
+            f"AND attributes.start_time >= {since}"
+        )
+    )
+
+
+def holdout_config(
+    logged: Mapping[str, Any], tuning: LoggedRun, tracking_uri: str, experiment: str
+) -> dict[str, Any]:
+    """The logged config with the holdout split switched on, logging to ``tracking_uri``.
+
+    Everything that affects results is kept as logged. The tracking block is rewritten: the
+    store is the current one (not whatever the old config named), the run is not nested under
+    the tuning run's sweep parent, and the sweep's per-run tags are not carried over.
+    """
+    config = copy.deepcopy(dict(logged))
+    for group in ("eval", "tracking"):
+        if not isinstance(config.get(group), dict):
+            raise PromotionError(f"config.yaml of run {tuning.run_id} has no {group!r} group")
+    config["eval"].update(split=HOLDOUT, allow_holdout=True)
+    config["tracking"].update(
+        enabled=True,
+        uri=tracking_uri,
+        experiment=experiment,
+        run_name=f"holdout:{tuning.name or tuning.run_id[:8]}",
+        parent_run_id=None,
+        tags={},
+    )
+    return config
+
+
+def check_same_data(cfg: RunConfig, tuning: LoggedRun) -> None:
+    """Refuse when the corpus or golden set on disk differ from what the tuning run saw."""
+    corpus = load_corpus(cfg.corpus)
+    golden = load_golden(cfg.golden, corpus)
+    current = {TAG_CORPUS: corpus.content_hash(), TAG_GOLDEN: golden.digest}
+    sources = {TAG_CORPUS: cfg.corpus.path, TAG_GOLDEN: cfg.golden.path}
+    for tag, value in current.items():
+        if tuning.tag(tag) != value:
+            raise PromotionError(
+                f"run {tuning.run_id} was evaluated with {tag}={tuning.tag(tag)[:12]}…, but "
+                f"{sources[tag]} now hashes to {value[:12]}…; its figures are not comparable "
+                "with a holdout run on today's data. Re-run the tuning evaluation first."
+            )
+
+
+def prepare(store: RunStore, run_id: str) -> tuple[LoggedRun, dict[str, Any], RunConfig]:
+    """The tuning run, its holdout config as plain data and validated; refuses runs that
+    are incomplete or not tuning runs, and logged configs that no longer validate."""
+    tuning = store.get(run_id)
+    tuning.require_complete()
+    if tuning.tag(TAG_SPLIT) != TUNING:
+        raise PromotionError(
+            f"run {run_id} was evaluated on split {tuning.tag(TAG_SPLIT)!r}; promotion takes "
+            "a tuning run"
+        )
+    resolved = holdout_config(
+        store.config(run_id), tuning, store.uri, store.experiment_name(tuning.experiment_id)
+    )
+    try:
+        return tuning, resolved, RunConfig.from_container(resolved)
+    except ConfigError as exc:
+        raise PromotionError(f"config.yaml of run {run_id} does not validate: {exc}") from exc
+
+
+def promote(
+    store: RunStore,
+    run_id: str,
+    output_dir: Path,
+    max_uses: int = DEFAULT_MAX_USES,
+    window_days: int = DEFAULT_WINDOW_DAYS,
+    console: Console | None = None,
+) -> Promotion:
+    """Evaluate tuning run ``run_id``'s config on the holdout split (module docstring).
+
+    ``output_dir`` receives the new run's artifacts; ``console`` the run summary, the usage
+    warning and the report.
+    """
+    console = console or Console(stderr=True)
+    tuning, resolved, cfg = prepare(store, run_id)
+    check_same_data(cfg, tuning)
+    digest = tuning.tag(TAG_GOLDEN)
+    previous = count_holdout_evaluations(store, digest, window_days, int(time.time() * 1000))
+    usage = HoldoutUsage(digest, previous, window_days, max_uses)
+    console.print(f"[bold red]warning:[/] {usage.message()}" if usage.overused else usage.message())
+    result = run_evaluation(
+        cfg,
+        resolved,
+        output_dir,
+        console,
+        extra_tags={
+            TAG_STAGE: HOLDOUT,
+            TAG_PROMOTED_FROM: run_id,
+            TAG_HOLDOUT_EVALUATIONS: str(usage.count),
+        },
+    )
+    report = render_report(tuning, result, usage, cfg.eval)
+    (output_dir / "promotion.md").write_text(report, encoding="utf-8")
+    if result.run_id is not None:
+        store.log_text(result.run_id, report, "promotion.md")
+    return Promotion(tuning=tuning, holdout=result, usage=usage, report=report)
+
+
+def render_report(
+    tuning: LoggedRun, holdout: RunResult, usage: HoldoutUsage, eval_cfg: EvalConfig
+) -> str:
+    """Markdown: tuning and holdout figures side by side, with holdout − tuning."""
+    summary = holdout.summary
+    objective = eval_cfg.objective
+    overall = [
+        _row(m, tuning.metrics.get(m), summary.overall[m])
+        for m in metric_columns(summary, eval_cfg.ks)
+    ]
+    types = sorted({*summary.by_type, *_logged_types(tuning.metrics)})
+    by_type = [
+        _row(
+            t,
+            tuning.metrics.get(f"by_type/{t}/{objective}"),
+            summary.by_type.get(t, {}).get(objective),
+        )
+        for t in types
+    ]
+    header = ["tuning", "holdout", "holdout − tuning"]
+    lines = [
+        f"# Promotion of run `{tuning.run_id}` to the holdout split",
+        "",
+        f"- **tuning run**: `{tuning.run_id}` ({tuning.name})",
+        f"- **holdout run**: `{holdout.run_id or 'not logged'}`",
+        f"- **config hash (holdout)**: {holdout.config_hash[:12]}",
+        f"- **holdout usage**: {usage.message()}",
+        "",
+        "## Overall (mean over answerable cases)",
+        "",
+        markdown_table(["metric", *header], overall),
+        "",
+        f"## `{objective}` by question type",
+        "",
+        markdown_table(["type", *header], by_type),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _logged_types(metrics: Mapping[str, float]) -> set[str]:
+    """Question types with figures in a logged run (``by_type/<type>/<metric>`` keys)."""
+    return {key.split("/")[1] for key in metrics if key.startswith("by_type/")}
+
+
+def _row(label: str, tuning: float | None, holdout: float | None) -> list[str]:
+    def cell(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.4f}"
+
+    gap = "n/a" if tuning is None or holdout is None else f"{holdout - tuning:+.4f}"
+    return [label, cell(tuning), cell(holdout), gap]

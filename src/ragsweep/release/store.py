@@ -1,0 +1,195 @@
+"""Read access to logged runs: the MLflow store is the record the release tools work from.
+
+Promotion reads a tuning run's ``config.yaml``, comparison reads both runs' ``cases.jsonl``,
+and holdout counting, ``--best`` and the gate search runs by tag. The store is the one the
+current environment points at (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else the
+project's ``tracking`` config), never one named inside an old run's config.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hydra import compose, initialize_config_dir
+
+from ragsweep.cli import config_dir, plain_config
+from ragsweep.config import TrackingConfig, from_mapping
+from ragsweep.evaluate import CaseResult
+from ragsweep.release.errors import RunLookupError
+from ragsweep.tracking import tracking_uri
+
+TAG_STAGE = "ragsweep.stage"
+TAG_SPLIT = "ragsweep.split"
+TAG_CORPUS = "ragsweep.corpus_hash"
+TAG_GOLDEN = "ragsweep.golden_digest"
+TAG_LOGGED = "ragsweep.logged"
+TAG_PROMOTED_FROM = "ragsweep.promoted_from"
+TAG_BEST = "ragsweep.best"
+HOLDOUT = "holdout"
+TUNING = "tuning"
+
+
+@dataclass(frozen=True)
+class LoggedRun:
+    """One MLflow run as the release tools see it. ``start_time_ms`` is epoch milliseconds."""
+
+    run_id: str
+    name: str
+    experiment_id: str
+    status: str
+    start_time_ms: int
+    tags: dict[str, str]
+    metrics: dict[str, float]
+
+    def tag(self, key: str) -> str:
+        """The tag ``key``; a run without it is not a (complete) ragsweep run."""
+        try:
+            return self.tags[key]
+        except KeyError:
+            raise RunLookupError(
+                f"run {self.run_id} has no tag {key!r}; is it a ragsweep evaluation run?"
+            ) from None
+
+    def require_complete(self) -> None:
+        """Refuse runs that failed or were logged only in part."""
+        if self.status != "FINISHED" or self.tags.get(TAG_LOGGED) != "complete":
+            raise RunLookupError(
+                f"run {self.run_id} is not a complete ragsweep run (status {self.status}, "
+                f"{TAG_LOGGED}={self.tags.get(TAG_LOGGED)!r})"
+            )
+
+
+def current_config(overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The project's current resolved config: ``conf/`` defaults plus ``overrides``."""
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        return plain_config(compose(config_name="config", overrides=list(overrides)))
+
+
+def current_tracking_uri(config: Mapping[str, Any], uri: str | None = None) -> str:
+    """``uri`` if given, else what ``config``'s tracking group resolves to (which honours
+    ``MLFLOW_TRACKING_URI``)."""
+    tracking = from_mapping(TrackingConfig, config["tracking"], "tracking")
+    return tracking_uri(replace(tracking, uri=uri) if uri else tracking)
+
+
+class RunStore:
+    """An existing MLflow tracking store, read by run id or by tag search."""
+
+    def __init__(self, uri: str) -> None:
+        from mlflow.tracking import MlflowClient
+
+        if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+            raise RunLookupError(
+                f"no MLflow store at {uri}: nothing has been logged there yet "
+                "(pass --tracking-uri or set MLFLOW_TRACKING_URI)"
+            )
+        self.uri = uri
+        self.client = MlflowClient(tracking_uri=uri)
+
+    def get(self, run_id: str) -> LoggedRun:
+        """The run ``run_id``, or a RunLookupError naming the store."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException as exc:
+            raise RunLookupError(f"no run {run_id!r} in {self.uri}") from exc
+        return _logged_run(run)
+
+    def experiment_name(self, experiment_id: str) -> str:
+        return str(self.client.get_experiment(experiment_id).name)
+
+    def config(self, run_id: str) -> dict[str, Any]:
+        """The run's logged ``config.yaml`` (the full resolved config) as plain data."""
+        data = yaml.safe_load(self._artifact_text(run_id, "config.yaml"))
+        if not isinstance(data, dict):
+            raise RunLookupError(f"config.yaml of run {run_id} is not a mapping")
+        return data
+
+    def cases(self, run_id: str) -> tuple[CaseResult, ...]:
+        """The run's per-case results from its ``cases.jsonl`` artifact, in file order."""
+        text = self._artifact_text(run_id, "cases.jsonl")
+        cases = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                cases.append(CaseResult.from_json(json.loads(line)))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise RunLookupError(
+                    f"cases.jsonl of run {run_id}, line {number}: not a case result ({exc!r})"
+                ) from exc
+        return tuple(cases)
+
+    def search(self, filter_string: str, limit: int | None = None) -> list[LoggedRun]:
+        """Runs of every experiment (deleted ones included) matching ``filter_string``,
+        newest first."""
+        from mlflow.entities import ViewType
+
+        runs: list[LoggedRun] = []
+        token = None
+        while True:
+            page = self.client.search_runs(
+                self._experiment_ids(),
+                filter_string,
+                run_view_type=ViewType.ALL,
+                max_results=min(limit or 1000, 1000),
+                order_by=["attributes.start_time DESC"],
+                page_token=token,
+            )
+            runs.extend(_logged_run(run) for run in page)
+            token = page.token
+            if not token or (limit is not None and len(runs) >= limit):
+                return runs[:limit] if limit is not None else runs
+
+    def latest(self, filter_string: str) -> LoggedRun | None:
+        """The newest complete run matching ``filter_string``, if any."""
+        complete = f"attributes.status = 'FINISHED' AND tags.\"{TAG_LOGGED}\" = 'complete'"
+        found = self.search(f"{filter_string} AND {complete}" if filter_string else complete, 1)
+        return found[0] if found else None
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        self.client.log_text(run_id, text, artifact_file)
+
+    def set_tag(self, run_id: str, key: str, value: str) -> None:
+        self.client.set_tag(run_id, key, value)
+
+    def _experiment_ids(self) -> list[str]:
+        from mlflow.entities import ViewType
+
+        ids: list[str] = []
+        token = None
+        while True:
+            page = self.client.search_experiments(view_type=ViewType.ALL, page_token=token)
+            ids.extend(str(e.experiment_id) for e in page)
+            token = page.token
+            if not token:
+                return ids
+
+    def _artifact_text(self, run_id: str, path: str) -> str:
+        from mlflow.exceptions import MlflowException
+
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                local = self.client.download_artifacts(run_id, path, tmp)
+            except (MlflowException, OSError) as exc:
+                raise RunLookupError(f"run {run_id} has no artifact {path!r} ({exc})") from exc
+            return Path(local).read_text(encoding="utf-8")
+
+
+def _logged_run(run: Any) -> LoggedRun:
+    return LoggedRun(
+        run_id=str(run.info.run_id),
+        name=str(run.info.run_name or ""),
+        experiment_id=str(run.info.experiment_id),
+        status=str(run.info.status),
+        start_time_ms=int(run.info.start_time or 0),
+        tags=dict(run.data.tags),
+        metrics={k: float(v) for k, v in run.data.metrics.items()},
+    )
