@@ -4,9 +4,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SQUAD ?= ../shared/data/squad-v2-dev-cs224n-half/dev-v2.0.json
 UI_PORT ?= 5000
+SWEEP ?= chunking
+RUN ?=
+SLACK ?= 0.05
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-all lint format ui import-squad run-squad bench clean
+.PHONY: help setup run sweep test test-all lint format ui import-squad run-squad bench clean
+.PHONY: promote compare gate ratchet nightly release-demo
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
@@ -21,6 +25,32 @@ setup: $(BIN)/ragsweep ## Create .venv and install ragsweep (editable) with dev 
 
 run: setup ## Evaluate the default config on the bundled demo data (logs to outputs/mlflow.db)
 	$(BIN)/ragsweep
+
+sweep: setup ## One-axis demo sweep sweeps/$(SWEEP).yaml on the demo data; prints the table
+	$(BIN)/ragsweep -m sweep=$(SWEEP)
+
+promote: setup ## Evaluate a tuning run's config on the holdout split (RUN=<id>; default: sweep's best)
+	$(BIN)/ragsweep-promote $(if $(RUN),$(RUN),--best)
+
+compare: setup ## Compare two runs case by case (BASELINE=<run id> CANDIDATE=<run id>)
+	$(BIN)/ragsweep-compare $(BASELINE) $(CANDIDATE)
+
+gate: setup ## Quality gate: promoted config re-evaluated on the holdout vs conf/gate/thresholds.yaml
+	$(BIN)/pytest -m quality tests/quality
+
+ratchet: setup ## Raise the gate's floors to a holdout run's values minus SLACK (RUN=<id>)
+	$(BIN)/ragsweep-gate ratchet $(RUN) --slack $(SLACK)
+
+nightly: setup ## Gate + append the figures to eval_logs/YYYY-MM-DD.json (cron: docs/promotion.md)
+	$(BIN)/ragsweep-nightly
+
+release-demo: setup ## Demo flow: default run, sweep, promote both, compare them, gate
+	$(BIN)/ragsweep tracking.run_name=baseline-default
+	base=$$($(BIN)/ragsweep-promote --latest) && \
+	$(BIN)/ragsweep -m sweep=$(SWEEP) && \
+	cand=$$($(BIN)/ragsweep-promote --best) && \
+	$(BIN)/ragsweep-compare $$base $$cand
+	$(BIN)/pytest -m quality tests/quality
 
 test: setup ## Run the test suite (what CI runs)
 	$(BIN)/pytest -q
@@ -46,7 +76,7 @@ run-squad: import-squad ## Evaluate the default config on the imported SQuAD dat
 	$(BIN)/ragsweep corpus=squad golden=squad
 
 bench: import-squad ## Benchmarks (wall time, peak memory, embed throughput); see bench/README.md
-	$(BIN)/python bench/bench_run.py
+	$(BIN)/python bench/bench_run.py all
 
 clean: ## Remove outputs (runs, MLflow store, caches), keep the venv
 	find outputs -mindepth 1 ! -name .gitkeep -exec rm -rf {} +

@@ -1,0 +1,516 @@
+"""Implementation of the one-axis-at-a-time sweeper (public class: ``one_axis_sweeper``).
+
+For each axis of the sweep file, every value is composed into a job config on top of the
+best configuration so far, validated and hashed; configurations evaluated before (in this
+sweep, or logged under the same parent run by an interrupted attempt) are not launched
+again; the rest go to the launcher as one batch. The objective each job returns decides the
+value carried forward (:mod:`ragsweep.sweep.select`). Without ``sweep=NAME`` the arguments
+are a grid, run by Hydra's basic sweeper.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.errors import HydraException
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import OmegaConfBaseException
+from rich.console import Console
+from rich.markup import escape
+
+from ragsweep.cli import plain_config
+from ragsweep.config import RunConfig
+from ragsweep.corpus import load_corpus
+from ragsweep.errors import ConfigError, RagsweepError
+from ragsweep.golden import load_golden
+from ragsweep.pipeline import config_hash, validate_before_work
+from ragsweep.sweep.report import markdown_table, plot_objective_by_axis, print_table
+from ragsweep.sweep.result import AxisResult, FinalConfig, Status, SweepResult, Trial
+from ragsweep.sweep.select import NoObjectiveError, choose, reference_index
+from ragsweep.sweep.spec import (
+    Axis,
+    Point,
+    SweepFileError,
+    SweepSpec,
+    load_sweep,
+    override_text,
+    resolve_sweep_path,
+)
+from ragsweep.tracking import flatten
+
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class Composed:
+    """A job's config as the launcher will compose it: validated and hashed, or ``error``."""
+
+    lines: tuple[str, ...]
+    resolved: dict[str, Any] | None = None
+    config_hash: str | None = None
+    choices: Mapping[str, str] | None = None
+    error: str | None = None
+
+    def value_of(self, key: str) -> str:
+        """``key``'s current value as override text (a config group's chosen option)."""
+        assert self.resolved is not None and self.choices is not None
+        if key in self.choices:
+            return str(self.choices[key])
+        value = OmegaConf.select(OmegaConf.create(self.resolved), key)
+        try:
+            return override_text(value)
+        except (TypeError, ValueError):
+            return str(value)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A configuration with a known objective; ``status`` says where it came from."""
+
+    objective: float
+    run_id: str | None
+    n: int | None
+    status: Status
+
+
+@dataclass(frozen=True)
+class _Current:
+    """The best configuration so far: its overrides (key → line) and its composition."""
+
+    overrides: dict[str, str]
+    composed: Composed
+
+    def with_point(self, point: Point) -> dict[str, str]:
+        return {**self.overrides, **point.lines}
+
+
+@dataclass
+class _State:
+    """What one sweep has learned so far, by config hash."""
+
+    evaluated: dict[str, Evaluation]
+    failed: dict[str, str]
+    axes: list[AxisResult]
+    next_job: int = 0
+
+
+class OneAxisSweeperImpl:
+    """See module docstring; the constructor takes the ``hydra/sweeper=one_axis`` config."""
+
+    def __init__(
+        self,
+        sweep: str | None,
+        sweeps_dir: str,
+        resume: bool,
+        max_batch_size: int | None,
+        params: Mapping[str, str] | None,
+    ) -> None:
+        self.sweep_name = sweep
+        self.sweeps_dir = Path(sweeps_dir)
+        self.resume = resume
+        self.max_batch_size = max_batch_size
+        self.params = params
+        self.console = Console(soft_wrap=True)  # messages stay greppable: no hard wraps
+        self.grid: BasicSweeper | None = None
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.launcher: Launcher | None = None
+
+    def setup(
+        self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
+    ) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        if not self.sweep_name:
+            self.grid = BasicSweeper(self.max_batch_size, dict(self.params or {}))
+            self.grid.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+            return
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def sweep(self, arguments: list[str]) -> Any:
+        """Run the sweep file named by ``sweep=NAME`` (or the grid in ``arguments``).
+
+        A ``RagsweepError`` (bad sweep file, every value of an axis failed) ends the process
+        like the ``ragsweep`` app does: ``error: ...`` on stderr, exit status 2.
+        """
+        if self.grid is not None:
+            return self.grid.sweep(arguments)
+        assert self.sweep_name and self.config is not None
+        try:
+            spec = load_sweep(resolve_sweep_path(self.sweep_name, self.sweeps_dir))
+            return _SweepRun(self, spec, arguments).run()
+        except RagsweepError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
+
+
+class _SweepRun:
+    """One execution of a sweep file (see module docstring)."""
+
+    def __init__(self, owner: OneAxisSweeperImpl, spec: SweepSpec, arguments: list[str]) -> None:
+        assert owner.config is not None and owner.hydra_context is not None
+        assert owner.launcher is not None
+        self.owner = owner
+        self.config: DictConfig = owner.config
+        self.loader = owner.hydra_context.config_loader
+        self.launcher: Launcher = owner.launcher
+        self.console = owner.console
+        self.spec = spec
+        self.fixed = self._fixed_overrides(arguments)
+        self.sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        self.runs: Any = None  # ragsweep.sweep.runs.SweepRuns when tracking is enabled
+        self.state = _State(evaluated={}, failed={}, axes=[])
+
+    # -- overrides and composition ----------------------------------------------------------
+
+    def _fixed_overrides(self, arguments: list[str]) -> dict[str, str]:
+        """Baseline of the file, then the command line (which wins), as key → override."""
+        fixed = {key: f"{key}={text}" for key, text in self.spec.baseline}
+        parser = OverridesParser.create(config_loader=self.loader)
+        for override in parser.parse_overrides(arguments):
+            if override.is_sweep_override():
+                raise ConfigError(
+                    f"{override.input_line}: a one-axis sweep takes its values from "
+                    f"{self.spec.path}; put the values in an axis there"
+                )
+            if override.key_or_group == "eval.objective":
+                raise ConfigError(
+                    f"{override.input_line}: the objective comes from the sweep file "
+                    f"(objective: {self.spec.objective}); change it there"
+                )
+            fixed[override.get_key_element()] = str(override.input_line)
+        return fixed
+
+    def compose(self, overrides: Mapping[str, str], extra: Sequence[str] = ()) -> Composed:
+        """Compose, validate and hash the job config the launcher would build."""
+        lines = (*overrides.values(), f"eval.objective={self.spec.objective}", *extra)
+        try:
+            cfg = self.loader.load_sweep_config(self.config, list(lines))
+            choices = dict(cfg.hydra.runtime.choices)
+            task = copy.deepcopy(cfg)
+            with read_write(task), open_dict(task):
+                del task["hydra"]
+            resolved = plain_config(task)
+            run_cfg = RunConfig.from_container(resolved)
+            _, identity = validate_before_work(run_cfg)
+        except (RagsweepError, HydraException, OmegaConfBaseException) as exc:
+            return Composed(lines, error=_first_line(exc))
+        return Composed(lines, resolved, config_hash(run_cfg, identity), choices)
+
+    def _check_axes(self, baseline: Composed) -> None:
+        """Fail before any job on an axis key or group option that does not exist."""
+        assert baseline.resolved is not None and baseline.choices is not None
+        config = OmegaConf.create(baseline.resolved)
+        for number, axis in enumerate(self.spec.axes, start=1):
+            for key, values in zip(axis.keys, axis.values, strict=True):
+                where = f"{self.spec.path}: axis {number} ({key})"
+                if key not in baseline.choices:
+                    if OmegaConf.select(config, key, default=_ABSENT) is _ABSENT:
+                        raise SweepFileError(f"{where}: {key} is not a config key")
+                    continue
+                options = self.loader.get_group_options(key)
+                unknown = [v for v in values if v not in options]
+                if unknown:
+                    raise SweepFileError(
+                        f"{where}: no option {', '.join(unknown)} in config group {key} "
+                        f"(options: {', '.join(options)})"
+                    )
+
+    # -- the sweep ------------------------------------------------------------------------
+
+    def run(self) -> SweepResult:
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
+        baseline = self.compose(self.fixed)
+        if baseline.error is not None:
+            raise SweepFileError(
+                f"{self.spec.path}: the baseline config is invalid: {baseline.error}"
+            )
+        self._check_axes(baseline)
+        self._open_runs(baseline)
+        current = _Current(dict(self.fixed), baseline)
+        try:
+            for number, axis in enumerate(self.spec.axes, start=1):
+                current = self._sweep_axis(number, axis, current)
+            final = self._final(current)
+        except BaseException as exc:
+            status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+            try:
+                self._conclude(None, status)
+            except Exception as write_error:  # keep the original error in front
+                self.console.print(f"could not record the interrupted sweep: {write_error}")
+            raise
+        return self._conclude(final, "FINISHED")
+
+    def _open_runs(self, baseline: Composed) -> None:
+        assert baseline.resolved is not None and baseline.config_hash is not None
+        run_cfg = RunConfig.from_container(baseline.resolved)
+        if not run_cfg.tracking.enabled:
+            self.console.print("tracking disabled: no parent run, nothing to resume")
+            return
+        from ragsweep.sweep.runs import SweepRuns, sweep_digest
+
+        corpus = load_corpus(run_cfg.corpus)
+        golden = load_golden(run_cfg.golden, corpus)
+        digest = sweep_digest(self.spec, baseline.config_hash, corpus.content_hash(), golden.digest)
+        self.runs = SweepRuns.open(run_cfg.tracking, self.spec, digest, self.owner.resume)
+        if not self.runs.resumed:
+            self.console.print(f"sweep {self.spec.name}: parent run {self.runs.parent_id}")
+            return
+        for config_hash_, child in self.runs.logged_children(self.spec.objective).items():
+            self.state.evaluated[config_hash_] = Evaluation(
+                child.objective, child.run_id, child.n, "resumed"
+            )
+        self.console.print(
+            f"resuming sweep {self.spec.name} (parent run {self.runs.parent_id}): "
+            f"{len(self.state.evaluated)} configuration(s) already logged under it are not "
+            "launched again (hydra.sweeper.resume=false starts afresh)"
+        )
+
+    def _sweep_axis(self, number: int, axis: Axis, current: _Current) -> _Current:
+        """Evaluate every value of ``axis`` on top of ``current``; return the new current."""
+        incumbent = current.composed
+        points = axis.points()
+        composed = [
+            self.compose(current.with_point(p), self._tracking_lines(number, axis, p))
+            for p in points
+        ]
+        launched = self._launch_new(number, axis, points, composed)
+        trials = [
+            self._trial(p, c, c.config_hash == incumbent.config_hash, launched)
+            for p, c in zip(points, composed, strict=True)
+        ]
+        carried = self._carried_incumbent(axis, incumbent, composed)
+        if carried is not None:
+            trials.insert(0, carried)
+        objectives = [t.objective for t in trials]
+        incumbent_at = next((i for i, t in enumerate(trials) if t.incumbent), None)
+        try:
+            reference = reference_index(objectives, incumbent_at)
+        except NoObjectiveError:
+            self.state.axes.append(AxisResult(axis, tuple(trials), None))
+            raise NoObjectiveError(
+                f"axis {number} ({axis.label}): every value failed or was invalid"
+            ) from None
+        chosen = choose(objectives, reference, self.spec.direction, self.spec.min_improvement)
+        self.state.axes.append(AxisResult(axis, tuple(trials), chosen))
+        self._report_axis(trials, chosen)
+        if trials[chosen].incumbent:
+            return current
+        index = chosen - (carried is not None)
+        return _Current(current.with_point(points[index]), composed[index])
+
+    def _carried_incumbent(
+        self, axis: Axis, incumbent: Composed, composed: Sequence[Composed]
+    ) -> Trial | None:
+        """The best-so-far as a candidate when its value is not among the axis values."""
+        known = self.state.evaluated.get(incumbent.config_hash or "")
+        if known is None or any(c.config_hash == incumbent.config_hash for c in composed):
+            return None
+        point = Point(tuple((key, incumbent.value_of(key)) for key in axis.keys))
+        return Trial(
+            point,
+            known.status if known.status == "resumed" else "reused",
+            known.objective,
+            incumbent.config_hash,
+            known.run_id,
+            known.n,
+            incumbent=True,
+        )
+
+    def _trial(
+        self, point: Point, composed: Composed, incumbent: bool, launched: set[str]
+    ) -> Trial:
+        """``point``'s outcome; ``launched``: the config hashes launched for this axis."""
+        if composed.error is not None:
+            return Trial(point, "invalid", error=composed.error, incumbent=incumbent)
+        assert composed.config_hash is not None
+        if composed.config_hash in self.state.failed:
+            error = self.state.failed[composed.config_hash]
+            return Trial(point, "failed", None, composed.config_hash, error=error)
+        known = self.state.evaluated[composed.config_hash]
+        status: Status = known.status
+        if status == "new" and composed.config_hash not in launched:
+            status = "reused"
+        return Trial(
+            point,
+            status,
+            known.objective,
+            composed.config_hash,
+            known.run_id,
+            known.n,
+            incumbent=incumbent,
+        )
+
+    def _launch_new(
+        self,
+        number: int,
+        axis: Axis,
+        points: Sequence[Point],
+        composed: Sequence[Composed],
+    ) -> set[str]:
+        """Launch the valid configurations not evaluated yet (each config once); return
+        their config hashes."""
+        todo: dict[str, int] = {}
+        for index, c in enumerate(composed):
+            seen = c.config_hash in self.state.evaluated or c.config_hash in self.state.failed
+            if c.config_hash is not None and not seen:
+                todo.setdefault(c.config_hash, index)
+        self.console.print(
+            f"axis {number}/{len(self.spec.axes)} {axis.label}: launching {len(todo)} of "
+            f"{len(points)} value(s)"
+        )
+        returns = self._launch([list(composed[i].lines) for i in todo.values()])
+        new = self.runs.logged_children(self.spec.objective) if self.runs else {}
+        for index, ret in zip(todo.values(), returns, strict=True):
+            c = composed[index]
+            assert c.config_hash is not None
+            objective, error = _outcome(ret)
+            if objective is None:
+                self.state.failed[c.config_hash] = error
+                self._record_failure(number, axis, points[index], c, ret, error)
+                continue
+            child = new.get(c.config_hash)
+            self.state.evaluated[c.config_hash] = Evaluation(
+                objective,
+                child.run_id if child else None,
+                child.n if child else None,
+                "new",
+            )
+        return set(todo)
+
+    def _launch(self, jobs: list[list[str]]) -> list[JobReturn]:
+        returns: list[JobReturn] = []
+        for batch in _batches(jobs, self.owner.max_batch_size):
+            returns.extend(self.launcher.launch(batch, initial_job_idx=self.state.next_job))
+            self.state.next_job += len(batch)
+        return returns
+
+    def _tracking_lines(self, number: int, axis: Axis, point: Point) -> list[str]:
+        """Overrides that attach a job's run to the parent and tag its axis and value."""
+        if self.runs is None:
+            return []
+        from ragsweep.sweep.runs import child_tags
+
+        tags = child_tags(self.spec, number, axis.label, point.label)
+        pairs = ", ".join(f"{key}: {override_text(str(value))}" for key, value in tags.items())
+        return [f"tracking.parent_run_id={self.runs.parent_id}", f"++tracking.tags={{{pairs}}}"]
+
+    def _record_failure(
+        self,
+        number: int,
+        axis: Axis,
+        point: Point,
+        composed: Composed,
+        ret: JobReturn,
+        error: str,
+    ) -> None:
+        """Print the failure and log it as a FAILED child run (when tracking is on)."""
+        self.console.print(
+            f"  [red]failed[/red] {axis.label}={escape(point.label)}: {escape(error)}"
+        )
+        if self.runs is None or composed.resolved is None:
+            return
+        from ragsweep.sweep.runs import child_tags
+
+        job_dir = self.sweep_dir / f"failed-{(composed.config_hash or 'job')[:12]}"
+        if ret.hydra_cfg is not None:
+            job_dir = Path(str(ret.hydra_cfg.hydra.runtime.output_dir))
+        self.runs.record_failure(
+            run_name=f"FAILED {axis.label}={point.label}",
+            params=flatten(composed.resolved),
+            tags={
+                **child_tags(self.spec, number, axis.label, point.label),
+                "ragsweep.config_hash": composed.config_hash or "",
+            },
+            error=error,
+            artifacts_dir=job_dir,
+        )
+
+    def _report_axis(self, trials: Sequence[Trial], chosen: int) -> None:
+        skipped = [
+            f"{t.point.label} ({t.status})"
+            for t in trials
+            if t.status in ("reused", "resumed", "invalid")
+        ]
+        if skipped:
+            self.console.print(f"  not launched: {escape(', '.join(skipped))}")
+        for t in trials:
+            if t.status == "invalid":
+                self.console.print(
+                    f"  [yellow]invalid[/yellow] {escape(t.point.label)}: {escape(t.error or '')}"
+                )
+        best = trials[chosen]
+        chosen_lines = " ".join(best.point.lines.values())
+        self.console.print(
+            f"  chosen {escape(chosen_lines)} ({self.spec.objective}={best.objective:.4f})"
+        )
+
+    # -- the end ------------------------------------------------------------------------------
+
+    def _final(self, current: _Current) -> FinalConfig:
+        composed = current.composed
+        assert composed.config_hash is not None and composed.resolved is not None
+        known = self.state.evaluated[composed.config_hash]
+        return FinalConfig(
+            overrides=tuple(line for key, line in current.overrides.items() if key != "sweep"),
+            objective=known.objective,
+            config_hash=composed.config_hash,
+            run_id=known.run_id,
+            config=composed.resolved,
+        )
+
+    def _conclude(self, final: FinalConfig | None, status: str) -> SweepResult:
+        result = SweepResult(
+            spec=self.spec,
+            axes=tuple(self.state.axes),
+            final=final,
+            parent_run_id=self.runs.parent_id if self.runs else None,
+            sweep_dir=self.sweep_dir,
+        )
+        files = [
+            result.write_yaml(self.sweep_dir / "sweep_result.yaml"),
+            self.sweep_dir / "sweep_summary.md",
+            plot_objective_by_axis(result, self.sweep_dir / "objective_by_axis.png"),
+        ]
+        files[1].write_text(markdown_table(result), encoding="utf-8")
+        if self.runs is not None:
+            self.runs.finish(result, files, status)
+        print_table(result, self.console)
+        return result
+
+
+def _batches(jobs: list[list[str]], size: int | None) -> Iterator[list[list[str]]]:
+    step = size if size and size > 0 else max(len(jobs), 1)
+    for begin in range(0, len(jobs), step):
+        yield jobs[begin : begin + step]
+
+
+def _outcome(ret: JobReturn) -> tuple[float | None, str]:
+    """The job's objective and ``""``, or None and the error that stopped it."""
+    if ret.status != JobStatus.COMPLETED:
+        exc = ret._return_value
+        return None, f"{type(exc).__name__}: {exc}"
+    value = ret.return_value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None, f"the task returned {value!r}, not a finite objective"
+    return float(value), ""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,138 @@
+"""What a sweep found: per axis the trials and the chosen value, and the final config.
+
+``sweep_result.yaml`` (written next to the job folders and logged on the parent run) is
+:meth:`SweepResult.to_dict` as YAML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from ragsweep.sweep.spec import Axis, Point, SweepSpec
+
+# new: launched now and succeeded; reused: same config evaluated earlier in this sweep;
+# resumed: logged under the same parent run by an interrupted earlier attempt;
+# failed: the job raised; invalid: the config does not validate, so it was not launched.
+Status = Literal["new", "reused", "resumed", "failed", "invalid"]
+STATUSES: tuple[Status, ...] = ("new", "reused", "resumed", "failed", "invalid")
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One value of an axis and its outcome. ``n`` is the number of scored questions."""
+
+    point: Point
+    status: Status
+    objective: float | None = None
+    config_hash: str | None = None
+    run_id: str | None = None
+    n: int | None = None
+    error: str | None = None
+    incumbent: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": self.point.label,
+            "overrides": [f"{k}={v}" for k, v in self.point.assignments],
+            "status": self.status,
+            "objective": self.objective,
+            "n": self.n,
+            "config_hash": self.config_hash,
+            "run_id": self.run_id,
+            "error": self.error,
+            "incumbent": self.incumbent,
+        }
+
+
+@dataclass(frozen=True)
+class AxisResult:
+    """The trials of one axis (file order; an incumbent outside the list comes first).
+
+    ``chosen`` indexes ``trials``; it is None when no value of the axis had an objective.
+    """
+
+    axis: Axis
+    trials: tuple[Trial, ...]
+    chosen: int | None
+
+    @property
+    def best(self) -> Trial | None:
+        return None if self.chosen is None else self.trials[self.chosen]
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "axis": self.axis.label,
+            "chosen": None if best is None else best.point.label,
+            "objective": None if best is None else best.objective,
+            "trials": [t.to_dict() for t in self.trials],
+        }
+
+
+@dataclass(frozen=True)
+class FinalConfig:
+    """The configuration the sweep ends with, and how to reproduce it."""
+
+    overrides: tuple[str, ...]
+    objective: float
+    config_hash: str
+    run_id: str | None
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A finished (or aborted: ``final`` is None) sweep."""
+
+    spec: SweepSpec
+    axes: tuple[AxisResult, ...]
+    final: FinalConfig | None
+    parent_run_id: str | None
+    sweep_dir: Path
+
+    @property
+    def trail(self) -> list[dict[str, Any]]:
+        """The objective of the best configuration so far, after each axis."""
+        return [
+            {"axis": a.axis.label, "chosen": best.point.label, "objective": best.objective}
+            for a in self.axes
+            if (best := a.best) is not None
+        ]
+
+    def count(self, status: Status) -> int:
+        return sum(t.status == status for a in self.axes for t in a.trials)
+
+    def to_dict(self) -> dict[str, Any]:
+        final = None
+        if self.final is not None:
+            final = {
+                "objective": self.final.objective,
+                "config_hash": self.final.config_hash,
+                "run_id": self.final.run_id,
+                "command": "ragsweep " + " ".join(self.final.overrides),
+                "overrides": list(self.final.overrides),
+                "config": self.final.config,
+            }
+        return {
+            "sweep": self.spec.name,
+            "file": str(self.spec.path),
+            "objective": self.spec.objective,
+            "direction": self.spec.direction,
+            "min_improvement": self.spec.min_improvement,
+            "parent_run_id": self.parent_run_id,
+            "complete": self.final is not None,
+            "chosen": {t["axis"]: t["chosen"] for t in self.trail},
+            "trail": self.trail,
+            "final": final,
+            "axes": [a.to_dict() for a in self.axes],
+        }
+
+    def write_yaml(self, path: Path) -> Path:
+        path.write_text(
+            yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True), encoding="utf-8"
+        )
+        return path

@@ -1,0 +1,223 @@
+"""The MLflow side of a sweep: the parent run, failed child runs, the best tag and resume.
+
+Runs are written with ``MlflowClient`` from the sweeper's (parent) process; successful child
+runs are logged by the jobs themselves (any process, any launcher) and attach to the parent
+through the ``tracking.parent_run_id`` override the sweeper gives every job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragsweep.config import TrackingConfig
+from ragsweep.hashing import sha256_json
+from ragsweep.sweep.result import STATUSES, SweepResult
+from ragsweep.sweep.spec import SweepSpec
+from ragsweep.tracking import MAX_PARAM_VALUE, RunRecord, client_for, ensure_experiment, log_run
+
+PARENT_TAG = "mlflow.parentRunId"
+DIGEST_TAG = "ragsweep.sweep_digest"
+MAX_TAG_VALUE = 5000
+PAGE = 1000
+
+
+def sweep_digest(spec: SweepSpec, baseline_hash: str, corpus_hash: str, golden_digest: str) -> str:
+    """Identity of a sweep for resume: its plan, its starting config and its data."""
+    return sha256_json(
+        {
+            "plan": spec.plan(),
+            "baseline_config": baseline_hash,
+            "corpus": corpus_hash,
+            "golden": golden_digest,
+        }
+    )
+
+
+def child_tags(spec: SweepSpec, axis_number: int, axis: str, value: str) -> dict[str, str]:
+    """Tags of every child run: which sweep, which axis (1-based position) and which value."""
+    return {
+        "ragsweep.sweep": spec.name,
+        "ragsweep.axis": axis,
+        "ragsweep.axis_index": str(axis_number),
+        "ragsweep.axis_value": value,
+    }
+
+
+@dataclass(frozen=True)
+class LoggedChild:
+    """A child run logged successfully under the parent (``n``: questions scored)."""
+
+    run_id: str
+    config_hash: str
+    objective: float
+    n: int | None
+
+
+def _search(client: Any, experiment_id: str, filter_string: str) -> list[Any]:
+    runs: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            [experiment_id], filter_string=filter_string, max_results=PAGE, page_token=token
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def find_unfinished_parent(client: Any, experiment_id: str, digest: str) -> Any | None:
+    """The latest parent run of the sweep with ``digest``, if it did not finish."""
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`{DIGEST_TAG}` = '{digest}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if runs and runs[0].info.status != "FINISHED":
+        return runs[0]
+    return None
+
+
+class SweepRuns:
+    """The parent run of one sweep and what is logged under it."""
+
+    def __init__(
+        self,
+        tracking: TrackingConfig,
+        client: Any,
+        experiment_id: str,
+        parent_id: str,
+        resumed: bool,
+    ) -> None:
+        self.tracking = tracking
+        self.client = client
+        self.experiment_id = experiment_id
+        self.parent_id = parent_id
+        self.resumed = resumed
+
+    @classmethod
+    def open(
+        cls, tracking: TrackingConfig, spec: SweepSpec, digest: str, resume: bool
+    ) -> SweepRuns:
+        """Resume the unfinished parent run of the same sweep, or start a new one."""
+        from mlflow.entities import Param
+
+        experiment_id = ensure_experiment(tracking)
+        client = client_for(tracking)
+        previous = find_unfinished_parent(client, experiment_id, digest) if resume else None
+        if previous is not None:
+            client.update_run(previous.info.run_id, status="RUNNING")
+            runs = cls(tracking, client, experiment_id, previous.info.run_id, resumed=True)
+            runs.kill_stale_children()
+            return runs
+        run = client.create_run(
+            experiment_id, tags=_parent_tags(spec, digest), run_name=f"sweep-{spec.name}"
+        )
+        params = [Param(k, v[:MAX_PARAM_VALUE]) for k, v in sorted(spec.params().items())]
+        client.log_batch(run.info.run_id, params=params)
+        client.log_artifact(run.info.run_id, str(spec.path))
+        return cls(tracking, client, experiment_id, run.info.run_id, resumed=False)
+
+    def _children(self, status: str) -> list[Any]:
+        return _search(
+            self.client,
+            self.experiment_id,
+            f"tags.`{PARENT_TAG}` = '{self.parent_id}' and attributes.status = '{status}'",
+        )
+
+    def kill_stale_children(self) -> None:
+        """Children still RUNNING under a parent being resumed were cut off mid-logging."""
+        for run in self._children("RUNNING"):
+            self.client.set_terminated(run.info.run_id, status="KILLED")
+
+    def logged_children(self, objective: str) -> dict[str, LoggedChild]:
+        """Successfully logged children by config hash (``ragsweep.config_hash`` tag)."""
+        found: dict[str, LoggedChild] = {}
+        for run in self._children("FINISHED"):
+            tags, metrics = run.data.tags, run.data.metrics
+            config_hash = tags.get("ragsweep.config_hash")
+            if not config_hash or objective not in metrics:
+                continue
+            n = metrics.get("n_answerable")
+            found.setdefault(
+                config_hash,
+                LoggedChild(
+                    run_id=run.info.run_id,
+                    config_hash=config_hash,
+                    objective=float(metrics[objective]),
+                    n=None if n is None else int(n),
+                ),
+            )
+        return found
+
+    def record_failure(
+        self,
+        run_name: str,
+        params: dict[str, str],
+        tags: Mapping[str, str],
+        error: str,
+        artifacts_dir: Path,
+    ) -> str:
+        """Log a FAILED child run for a job that raised: its params, tags, and the error
+        as the ``ragsweep.error`` tag and ``error.txt`` artifact."""
+        artifacts_dir.mkdir(parents=True, exist_ok=True)
+        (artifacts_dir / "error.txt").write_text(error + "\n", encoding="utf-8")
+        record = RunRecord(
+            run_name=run_name,
+            params=params,
+            metrics={},
+            tags={**tags, "ragsweep.error": error[:MAX_TAG_VALUE]},
+            artifacts_dir=artifacts_dir,
+            status="FAILED",
+            extra_tags={PARENT_TAG: self.parent_id},
+        )
+        return log_run(self.tracking, record)
+
+    def mark_best(self, run_id: str) -> None:
+        self.client.set_tag(run_id, "ragsweep.best", "true")
+        self.client.set_tag(self.parent_id, "ragsweep.best_run_id", run_id)
+
+    def finish(self, result: SweepResult, files: Sequence[Path], status: str) -> None:
+        """Log the end-of-sweep files on the parent and close it with ``status``. A finished
+        sweep also gets its trail (the objective after each axis, as steps) and counts."""
+        from mlflow.entities import Metric
+
+        if status == "FINISHED":
+            timestamp = _now_ms()
+            metrics = [
+                Metric(result.spec.objective, float(step["objective"]), timestamp, number)
+                for number, step in enumerate(result.trail, start=1)
+            ]
+            metrics += [
+                Metric(f"sweep_{s}", float(result.count(s)), timestamp, 0) for s in STATUSES
+            ]
+            self.client.log_batch(self.parent_id, metrics=metrics)
+        for path in files:
+            self.client.log_artifact(self.parent_id, str(path))
+        if result.final is not None and result.final.run_id:
+            self.mark_best(result.final.run_id)
+        self.client.set_terminated(self.parent_id, status=status)
+
+
+def _parent_tags(spec: SweepSpec, digest: str) -> dict[str, str]:
+    tags = {
+        "ragsweep.sweep": spec.name,
+        "ragsweep.sweep_role": "parent",
+        "ragsweep.sweep_axes": " → ".join(a.label for a in spec.axes),
+        "ragsweep.objective": spec.objective,
+        "ragsweep.direction": spec.direction,
+        "ragsweep.sweep_file": str(spec.path),
+        DIGEST_TAG: digest,
+    }
+    if spec.description:
+        tags["mlflow.note.content"] = spec.description  # shown as the run's description
+    return tags
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

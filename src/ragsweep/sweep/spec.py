@@ -1,0 +1,256 @@
+"""Sweep files (``sweeps/*.yaml``): the model, its validation and Hydra override text.
+
+A sweep file names a baseline (overrides applied to every job), an ordered list of axes
+and the objective. Each axis is a mapping ``key: [values]``; an axis with several keys
+varies them jointly (their full grid). See docs/sweeps.md for the format.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ragsweep.config import from_mapping
+from ragsweep.errors import ConfigError
+from ragsweep.registry import Registry
+
+# gain(candidate, reference): how much better the candidate's objective is (> 0: better)
+DIRECTIONS: Registry[Callable[[float, float], float]] = Registry("sweep direction")
+DIRECTIONS.add("maximize", lambda candidate, reference: candidate - reference)
+DIRECTIONS.add("minimize", lambda candidate, reference: reference - candidate)
+
+# Config roots an axis may not vary: results are only comparable on the same data, the same
+# metric definitions and the same bookkeeping.
+FIXED_ROOTS = ("corpus", "golden", "eval", "tracking", "paths", "cache", "hydra", "sweep")
+# Baseline keys the sweeper sets itself.
+RESERVED_KEYS = ("sweep", "eval.objective", "tracking.parent_run_id")
+
+_KEY = re.compile(r"^[A-Za-z_][\w-]*(?:[./][A-Za-z_][\w-]*)*$")
+_BARE = re.compile(r"^[A-Za-z_][\w\-./:]*$")
+_TYPED_WORDS = {"true", "false", "null", "nan", "inf", "-inf", "+inf"}
+
+
+class SweepFileError(ConfigError):
+    """An invalid sweep file (names the file and the offending key)."""
+
+
+def override_text(value: Any) -> str:
+    """``value`` as the right-hand side of a Hydra override, typed as YAML typed it.
+
+    Strings that Hydra would read as another type (``"400"``, ``"true"``) or that contain
+    grammar characters are quoted, so ``key=<text>`` always gives back ``value``.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} cannot be swept")
+        return repr(value)
+    if isinstance(value, str):
+        if _BARE.match(value) and value.lower() not in _TYPED_WORDS:
+            return value
+        return _quote(value)
+    raise TypeError(f"{value!r} is not a scalar")
+
+
+def _quote(text: str) -> str:
+    """Single-quote for Hydra, whose quoted strings unescape backslashes only before a quote."""
+    escaped = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", text)
+    escaped = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, escaped)
+    return f"'{escaped}'"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One assignment of an axis: ``(key, override text)`` pairs in the axis' key order."""
+
+    assignments: tuple[tuple[str, str], ...]
+
+    @property
+    def lines(self) -> dict[str, str]:
+        """The point as Hydra overrides by key: ``{"chunking.size": "chunking.size=400"}``."""
+        return {key: f"{key}={text}" for key, text in self.assignments}
+
+    @property
+    def label(self) -> str:
+        """``400`` for a one-key axis, ``chunking.size=400 preprocess=none`` for a grid."""
+        if len(self.assignments) == 1:
+            return self.assignments[0][1]
+        return " ".join(f"{k}={v}" for k, v in self.assignments)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One step of a sweep: its keys and, per key, the values tried (as override text)."""
+
+    keys: tuple[str, ...]
+    values: tuple[tuple[str, ...], ...]
+
+    @property
+    def label(self) -> str:
+        return " × ".join(self.keys)
+
+    def points(self) -> tuple[Point, ...]:
+        """Every combination of the keys' values, first key slowest, in file order."""
+        return tuple(
+            Point(tuple(zip(self.keys, combo, strict=True)))
+            for combo in itertools.product(*self.values)
+        )
+
+
+@dataclass(frozen=True)
+class SweepFile:
+    """The keys a sweep file may contain (validated with ``config.from_mapping``)."""
+
+    axes: tuple[Any, ...]
+    description: str = ""
+    baseline: dict[str, Any] = field(default_factory=dict)
+    objective: str = "recall_at_5"
+    direction: str = "maximize"
+    min_improvement: float = 0.0
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A validated sweep: ``min_improvement`` is absolute, in the objective's units."""
+
+    name: str
+    path: Path
+    description: str
+    baseline: tuple[tuple[str, str], ...]
+    axes: tuple[Axis, ...]
+    objective: str
+    direction: str
+    min_improvement: float
+
+    def plan(self) -> dict[str, Any]:
+        """Everything that defines what the sweep evaluates and how it chooses."""
+        return {
+            "baseline": dict(self.baseline),
+            "axes": [dict(zip(a.keys, map(list, a.values), strict=True)) for a in self.axes],
+            "objective": self.objective,
+            "direction": self.direction,
+            "min_improvement": self.min_improvement,
+        }
+
+    def params(self) -> dict[str, str]:
+        """The sweep file as flat MLflow params of the parent run."""
+        params = {
+            "sweep.name": self.name,
+            "sweep.file": str(self.path),
+            "sweep.objective": self.objective,
+            "sweep.direction": self.direction,
+            "sweep.min_improvement": str(self.min_improvement),
+        }
+        params.update({f"sweep.baseline.{k.lstrip('+')}": v for k, v in self.baseline})
+        for number, axis in enumerate(self.axes, start=1):
+            params[f"sweep.axis.{number}"] = "; ".join(
+                f"{key}=[{', '.join(values)}]"
+                for key, values in zip(axis.keys, axis.values, strict=True)
+            )
+        return params
+
+
+def resolve_sweep_path(name: str, sweeps_dir: Path) -> Path:
+    """``chunking`` → ``<sweeps_dir>/chunking.yaml``; a path (``a/b.yaml``) is used as is."""
+    if "/" in name or name.endswith((".yaml", ".yml")):
+        path = Path(name).expanduser()
+    else:
+        path = sweeps_dir / f"{name}.yaml"
+    if not path.is_file():
+        available = sorted(p.stem for p in sweeps_dir.glob("*.yaml"))
+        listed = ", ".join(available) or "none"
+        raise SweepFileError(
+            f"sweep={name}: no sweep file at {path} (sweeps in {sweeps_dir}: {listed})"
+        )
+    return path.resolve()
+
+
+def load_sweep(path: Path) -> SweepSpec:
+    """Read and validate the sweep file at ``path``."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise SweepFileError(f"{path}: cannot read sweep file: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise SweepFileError(f"{path}: a sweep file is a mapping with at least 'axes'")
+    try:
+        raw = from_mapping(SweepFile, data, "sweep")
+        return _build(raw, path)
+    except ConfigError as exc:
+        raise SweepFileError(f"{path}: {exc}") from None
+
+
+def _build(raw: SweepFile, path: Path) -> SweepSpec:
+    DIRECTIONS.get(raw.direction)
+    if raw.min_improvement < 0:
+        raise ConfigError(f"sweep.min_improvement={raw.min_improvement} must be >= 0")
+    if not raw.axes:
+        raise ConfigError("sweep.axes must list at least one axis")
+    return SweepSpec(
+        name=path.stem,
+        path=path,
+        description=raw.description,
+        baseline=tuple(_baseline_entry(k, v) for k, v in raw.baseline.items()),
+        axes=tuple(_axis(entry, f"sweep.axes[{i}]") for i, entry in enumerate(raw.axes)),
+        objective=raw.objective,
+        direction=raw.direction,
+        min_improvement=raw.min_improvement,
+    )
+
+
+def _baseline_entry(key: Any, value: Any) -> tuple[str, str]:
+    where = f"sweep.baseline.{key}"
+    plain = str(key).lstrip("+")
+    if not _KEY.match(plain):
+        raise ConfigError(f"{where}: not a config key (e.g. chunking.size or embedding)")
+    if plain in RESERVED_KEYS or re.split(r"[./]", plain)[0] in ("hydra", "sweep"):
+        raise ConfigError(f"{where}: set by the sweeper itself; use the sweep file's own keys")
+    return str(key), _scalar_text(value, where)
+
+
+def _axis(entry: Any, where: str) -> Axis:
+    if not isinstance(entry, Mapping) or not entry:
+        raise ConfigError(f"{where} must be a mapping 'key: [values]', got {entry!r}")
+    keys, values = [], []
+    for key, listed in entry.items():
+        _check_axis_key(str(key), where)
+        if not isinstance(listed, Sequence) or isinstance(listed, str) or not listed:
+            raise ConfigError(f"{where}.{key} must be a non-empty list of values")
+        texts = tuple(_scalar_text(v, f"{where}.{key}") for v in listed)
+        if len(set(texts)) != len(texts):
+            raise ConfigError(f"{where}.{key} lists a value twice: {list(listed)}")
+        keys.append(str(key))
+        values.append(texts)
+    return Axis(keys=tuple(keys), values=tuple(values))
+
+
+def _check_axis_key(key: str, where: str) -> None:
+    if not _KEY.match(key):
+        raise ConfigError(f"{where}: {key!r} is not a config key (e.g. chunking.size)")
+    root = re.split(r"[./]", key)[0]
+    if root in FIXED_ROOTS:
+        raise ConfigError(
+            f"{where}: {key!r} cannot be an axis: objectives are only comparable with the "
+            f"same {', '.join(FIXED_ROOTS)} settings (put it in the baseline instead)"
+        )
+
+
+def _scalar_text(value: Any, where: str) -> str:
+    try:
+        return override_text(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{where}: {value!r} is not a single value (string/number/bool)"
+        ) from None

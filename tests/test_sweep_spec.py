@@ -1,0 +1,177 @@
+"""Sweep files and the choice of an axis' value (pure functions, no Hydra run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from ragsweep.sweep.select import NoObjectiveError, choose, reference_index
+from ragsweep.sweep.spec import (
+    Axis,
+    SweepFileError,
+    load_sweep,
+    override_text,
+    resolve_sweep_path,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_bundled_sweep_files_load() -> None:
+    chunking = load_sweep(REPO / "sweeps" / "chunking.yaml")
+    assert chunking.name == "chunking"
+    assert [a.keys for a in chunking.axes] == [
+        ("chunking",),
+        ("preprocess",),
+        ("chunking.size",),
+        ("chunking.overlap",),
+    ]
+    assert chunking.axes[2].values == (("400", "800", "1200"),)
+    assert (chunking.objective, chunking.direction) == ("recall_at_5", "maximize")
+    assert chunking.min_improvement == 0.01
+    grid = load_sweep(REPO / "sweeps" / "grid_small.yaml")
+    assert [p.label for p in grid.axes[0].points()] == [
+        "chunking.size=400 preprocess=none",
+        "chunking.size=400 preprocess=nfkc",
+        "chunking.size=800 preprocess=none",
+        "chunking.size=800 preprocess=nfkc",
+    ]
+
+
+def test_defaults_and_baseline_text(tmp_path: Path) -> None:
+    spec = load_sweep(
+        write(
+            tmp_path,
+            "baseline: {embedding: bm25, chunking.size: 600, retrieval.respect_scope: false,"
+            " +tracking.tags.team: search}\n"
+            "axes:\n  - preprocess: [none, nfkc]\n",
+        )
+    )
+    assert spec.objective == "recall_at_5" and spec.direction == "maximize"
+    assert spec.min_improvement == 0.0
+    assert dict(spec.baseline) == {
+        "embedding": "bm25",
+        "chunking.size": "600",
+        "retrieval.respect_scope": "false",
+        "+tracking.tags.team": "search",
+    }
+    assert spec.params()["sweep.baseline.tracking.tags.team"] == "search"  # no "+" in a key
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("axes: []\n", "at least one axis"),
+        ("objective: mrr\n", r"sweep\.axes is required"),
+        ("axes:\n  - chunking: fixed\n", r"axes\[0\]\.chunking must be a non-empty list"),
+        ("axes:\n  - [fixed, heading]\n", r"axes\[0\] must be a mapping"),
+        ("axes:\n  - chunking.size: [400, 400]\n", "lists a value twice"),
+        ("axes:\n  - chunking.size: [[1, 2]]\n", "not a single value"),
+        ("axes:\n  - corpus.path: [a, b]\n", "cannot be an axis"),
+        ("axes:\n  - eval.min_span_overlap: [0.5, 1.0]\n", "cannot be an axis"),
+        ("axes:\n  - chunking: [fixed]\ndirection: up\n", "sweep direction='up'"),
+        ("axes:\n  - chunking: [fixed]\nmin_improvement: -1\n", "must be >= 0"),
+        ("axes:\n  - chunking: [fixed]\nbaseline: {eval.objective: mrr}\n", "set by the sweeper"),
+        (
+            "axes:\n  - chunking: [fixed]\nbaseline: {hydra/launcher: joblib}\n",
+            "set by the sweeper",
+        ),
+        ("axes:\n  - chunking: [fixed]\naxis: []\n", "did you mean sweep.axes"),
+        ("- just a list\n", "is a mapping"),
+    ],
+)
+def test_invalid_sweep_files_name_file_and_key(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(SweepFileError, match=message) as info:
+        load_sweep(path)
+    assert str(path) in str(info.value)
+
+
+def test_resolve_sweep_path(tmp_path: Path) -> None:
+    write(tmp_path, "axes: [{chunking: [fixed]}]\n", "mine.yaml")
+    assert resolve_sweep_path("mine", tmp_path) == (tmp_path / "mine.yaml").resolve()
+    other = write(tmp_path, "axes: [{chunking: [fixed]}]\n", "elsewhere.yaml")
+    assert resolve_sweep_path(str(other), tmp_path / "nowhere") == other.resolve()
+    with pytest.raises(SweepFileError, match=r"sweep=nope: no sweep file .* mine"):
+        resolve_sweep_path("nope", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "fixed",
+        "nfkc_synonyms",
+        "400",
+        "true",
+        "null",
+        "a b,c",
+        "it's",
+        "C:\\dir\\",
+        "x\\'y",
+        "",
+        400,
+        0.25,
+        False,
+        None,
+    ],
+)
+def test_override_text_round_trips_through_hydra(value: object) -> None:
+    parsed = OverridesParser.create().parse_override("key=" + override_text(value))
+    assert parsed.value() == value
+    assert type(parsed.value()) is type(value)
+
+
+def test_axis_points_are_the_grid_in_file_order() -> None:
+    axis = Axis(keys=("a", "b"), values=(("1", "2"), ("x", "y", "z")))
+    points = axis.points()
+    assert len(points) == 6
+    assert points[0].assignments == (("a", "1"), ("b", "x"))
+    assert points[-1].assignments == (("a", "2"), ("b", "z"))
+    assert Axis(keys=("a",), values=(("1", "2"),)).points()[1].label == "2"
+
+
+@pytest.mark.parametrize(
+    ("objectives", "incumbent", "expected"),
+    [
+        ([0.5, 0.6, None], 0, 0),  # the incumbent has an objective: it is the reference
+        ([None, 0.6, 0.7], 0, 1),  # the incumbent failed: first value with an objective
+        ([0.4, 0.6], None, 0),  # no incumbent among the values: the first listed
+    ],
+)
+def test_reference_index(objectives: list[float | None], incumbent: int | None, expected: int):
+    assert reference_index(objectives, incumbent) == expected
+
+
+def test_reference_index_without_any_objective() -> None:
+    with pytest.raises(NoObjectiveError):
+        reference_index([None, None], 0)
+
+
+@pytest.mark.parametrize(
+    ("objectives", "reference", "direction", "min_improvement", "expected"),
+    [
+        ([0.50, 0.505, 0.45], 0, "maximize", 0.01, 0),  # +0.005 is within min_improvement
+        ([0.50, 0.52, 0.53], 0, "maximize", 0.01, 2),  # both qualify: the best wins
+        ([0.50, 0.53, 0.53], 0, "maximize", 0.01, 1),  # an exact tie: the first listed
+        ([0.50, 0.51], 0, "maximize", 0.01, 0),  # exactly min_improvement is not "more"
+        ([0.40, 0.50, 0.30], 1, "maximize", 0.0, 1),  # the reference need not be first
+        ([0.50, 0.42, 0.45], 0, "minimize", 0.05, 1),  # lower is better
+        ([0.50, None, 0.60], 0, "maximize", 0.0, 2),  # failed values are never chosen
+    ],
+)
+def test_choose(
+    objectives: list[float | None],
+    reference: int,
+    direction: str,
+    min_improvement: float,
+    expected: int,
+) -> None:
+    assert choose(objectives, reference, direction, min_improvement) == expected
