@@ -1,8 +1,10 @@
 """The ``ragsweep`` console script: a thin Hydra app around :func:`run_from_config`.
 
 ``ragsweep`` evaluates the default config on the bundled demo data; any axis is an
-override (``ragsweep chunking=heading chunking.size=400 preprocess=nfkc``) and ``-m`` runs
-a Hydra sweep (one MLflow run per job).
+override (``ragsweep chunking=heading chunking.size=400 preprocess=nfkc``). ``-m`` with
+comma-separated values runs a plain Hydra grid (one MLflow run per job); ``-m sweep=NAME``
+runs ``sweeps/NAME.yaml`` with the one-axis sweeper (docs/sweeps.md): a parent run with one
+child run per evaluated configuration.
 
 Config directory: ``$RAGSWEEP_CONF_DIR`` if set, else the ``conf/`` folder of the source
 tree this package was installed from (editable install). Extra config folders can be added
