@@ -15,11 +15,14 @@ import dataclasses
 import difflib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
-from ragsweep.errors import ConfigError
+import yaml
+
+from ragsweep.errors import ConfigError, RagsweepError
 
 C = TypeVar("C")
 
@@ -115,6 +118,43 @@ def from_mapping(cls: type[C], data: Mapping[str, Any] | None, prefix: str) -> C
             continue
         kwargs[name] = _coerce(data[name], hints[name], f"{prefix}.{name}")
     return cls(**kwargs)
+
+
+def read_yaml_mapping(
+    path: str | Path, what: str, error: type[RagsweepError] = ConfigError
+) -> dict[str, Any]:
+    """The YAML mapping in ``path``; ``error`` names the file when it cannot be read, is not
+    YAML, or is not a mapping (``what`` says what the file should be, e.g. "a sweep file")."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise error(f"{path}: cannot read {what}: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise error(f"{path}: {what} is a mapping of keys, got {type(data).__name__}")
+    return dict(data)
+
+
+def load_config_file(
+    cls: type[C],
+    path: str | Path,
+    prefix: str,
+    what: str,
+    error: type[RagsweepError] = ConfigError,
+) -> C:
+    """Read ``path`` (YAML) into config dataclass ``cls``; every error names the file."""
+    data = read_yaml_mapping(path, what, error)
+    try:
+        return from_mapping(cls, data, prefix)
+    except ConfigError as exc:
+        raise error(f"{path}: {exc}") from None
+
+
+def check_all(prefix: str, obj: Any, checks: Sequence[tuple[bool, str, str]]) -> None:
+    """Raise ConfigError for the first failed ``(ok, key, rule)`` check as
+    ``prefix.key=value must be rule``."""
+    for ok, key, rule in checks:
+        if not ok:
+            raise ConfigError(f"{prefix}.{key}={getattr(obj, key)!r} must be {rule}")
 
 
 def _require(condition: bool, message: str) -> None:

@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ragsweep.config import from_mapping, not_hashed
+from ragsweep.config import check_all, from_mapping, load_config_file, not_hashed
 from ragsweep.errors import ConfigError
 from ragsweep.hashing import sha256_json
 from ragsweep.remote.ollama import DEFAULT_BASE_URL
@@ -70,9 +68,7 @@ class JudgeConfig:
             (self.retries >= 0, "retries", ">= 0"),
             (self.backoff >= 0, "backoff", ">= 0 seconds"),
         )
-        for ok, key, rule in checks:
-            if not ok:
-                raise ConfigError(f"judge.{key}={getattr(self, key)!r} must be {rule}")
+        check_all("judge", self, checks)
 
     @classmethod
     def from_resolved(cls, resolved_config: Mapping[str, Any]) -> JudgeConfig:
@@ -118,15 +114,4 @@ class Rubric:
 
 def load_rubric(path: str | Path) -> Rubric:
     """Read and validate a rubric YAML file; errors name the file."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"judge.rubric: cannot read {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"judge.rubric: {path} is not valid YAML: {exc}") from None
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"judge.rubric: {path} must hold a mapping of rubric keys")
-    try:
-        return from_mapping(Rubric, data, "rubric")
-    except ConfigError as exc:
-        raise ConfigError(f"judge.rubric {path}: {exc}") from None
+    return load_config_file(Rubric, path, "rubric", "a judge rubric (judge.rubric)")

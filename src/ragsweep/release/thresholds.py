@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from ragsweep.cli import config_dir
-from ragsweep.config import from_mapping
+from ragsweep.config import load_config_file
 from ragsweep.errors import ConfigError
 from ragsweep.release.errors import ThresholdsError
 from ragsweep.report import HEADLINE_FAMILIES
@@ -96,16 +96,9 @@ def default_path() -> Path:
 
 def load_thresholds(path: Path) -> Thresholds:
     """Read and validate a thresholds file; errors name the file and the key."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ThresholdsError(f"{path}: cannot read thresholds ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ThresholdsError(f"{path}: a thresholds file is a mapping (floors, ...)")
-    try:
-        return from_mapping(Thresholds, data, "thresholds")
-    except ConfigError as exc:
-        raise ThresholdsError(f"{path}: {exc}") from exc
+    return load_config_file(
+        Thresholds, path, "thresholds", "a thresholds file (floors, ...)", ThresholdsError
+    )
 
 
 def header_comment(text: str) -> str:

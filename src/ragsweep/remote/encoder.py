@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ragsweep.config import EmbeddingConfig, not_hashed, result_fields
+from ragsweep.config import EmbeddingConfig, check_all, not_hashed, result_fields
 from ragsweep.embedding import ModelIdentity, l2_normalize
 from ragsweep.errors import BackendError, ConfigError
 from ragsweep.remote.http import RetryPolicy
@@ -51,10 +51,7 @@ class ServerOptions:
             (self.retries >= 0, "retries", ">= 0"),
             (self.backoff >= 0, "backoff", ">= 0 seconds"),
         )
-        for ok, key, rule in checks:
-            if not ok:
-                value = getattr(self, key)
-                raise ConfigError(f"embedding.options.{key}={value!r} must be {rule}")
+        check_all("embedding.options", self, checks)
 
     @property
     def policy(self) -> RetryPolicy:

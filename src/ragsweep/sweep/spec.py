@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ragsweep.config import from_mapping
+from ragsweep.config import from_mapping, read_yaml_mapping
 from ragsweep.errors import ConfigError
 from ragsweep.registry import Registry
 
@@ -179,12 +177,7 @@ def resolve_sweep_path(name: str, sweeps_dir: Path) -> Path:
 
 def load_sweep(path: Path) -> SweepSpec:
     """Read and validate the sweep file at ``path``."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise SweepFileError(f"{path}: cannot read sweep file: {exc}") from None
-    if not isinstance(data, Mapping):
-        raise SweepFileError(f"{path}: a sweep file is a mapping with at least 'axes'")
+    data = read_yaml_mapping(path, "a sweep file (with at least 'axes')", SweepFileError)
     try:
         raw = from_mapping(SweepFile, data, "sweep")
         return _build(raw, path)
