@@ -269,10 +269,29 @@ def load_golden(cfg: GoldenConfig, corpus: Corpus) -> GoldenSet:
     """
     path = Path(cfg.path)
     data = _read_bytes(path)
+    memo_key = (
+        str(path),
+        hashlib.sha256(data).hexdigest(),
+        corpus.content_hash(),
+        cfg.holdout_fraction,
+    )
+    if memo_key not in _LOADED:
+        _LOADED.clear()  # one golden set per process is the common case; keep memory flat
+        _LOADED[memo_key] = _parse_golden(path, data, cfg.holdout_fraction, corpus)
+    return _LOADED[memo_key]
+
+
+# A sweep evaluates many configurations of one golden set in one process: parse it once.
+# The key holds the file's digest and the corpus hash, so an edited file or corpus is
+# parsed (and validated) again.
+_LOADED: dict[tuple[str, str, str, float], GoldenSet] = {}
+
+
+def _parse_golden(path: Path, data: bytes, holdout_fraction: float, corpus: Corpus) -> GoldenSet:
     cases: list[GoldenCase] = []
     first_line: dict[str, int] = {}
     for line_no, record in _records(path, data):
-        case = _parse_case(record, _Where(str(path), line_no), cfg.holdout_fraction, corpus)
+        case = _parse_case(record, _Where(str(path), line_no), holdout_fraction, corpus)
         if case.id in first_line:
             raise _Where(str(path), line_no, case.id).error(
                 f"duplicate id (first defined on line {first_line[case.id]})"

@@ -86,8 +86,14 @@ def coverage_at_k(ranked: Sequence[Interval], spans: Sequence[Interval], k: int)
     if not spans:
         raise ValueError("coverage needs at least one evidence span")
     _check_k(k)
-    evidence = _union_by_doc(spans)
-    retrieved = _union_by_doc(ranked[:k])
+    return _covered_fraction(_union_by_doc(spans), ranked[:k])
+
+
+def _covered_fraction(
+    evidence: dict[str, list[tuple[int, int]]], chunks: Sequence[Interval]
+) -> float:
+    """Fraction of the evidence union's characters inside the union of ``chunks``."""
+    retrieved = _union_by_doc(chunks)
     covered = sum(
         _intersection_length(intervals, retrieved.get(doc, []))
         for doc, intervals in evidence.items()
@@ -115,12 +121,14 @@ def case_metrics(
         )
     hits = span_hits_by_rank(ranked, spans, min_span_overlap)
     n_spans = len(spans)
+    evidence = _union_by_doc(spans)  # shared by every cut-off's coverage
     values: dict[str, float] = {}
     for k in ks:
+        _check_k(k)
         values[f"hit_at_{k}"] = hit_at_k(hits, n_spans, k)
         values[f"recall_at_{k}"] = recall_at_k(hits, n_spans, k)
         values[f"ndcg_at_{k}"] = ndcg_at_k(hits, n_spans, k)
-        values[f"coverage_at_{k}"] = coverage_at_k(ranked, spans, k)
+        values[f"coverage_at_{k}"] = _covered_fraction(evidence, ranked[:k])
     values["mrr"] = reciprocal_rank(hits, n_spans)
     return values
 
