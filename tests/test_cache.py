@@ -219,7 +219,25 @@ def test_cached_index_with_other_provenance_is_a_drift_error(tmp_path: Path) -> 
     write_json(tmp_path / "provenance.json", dataclasses.asdict(stored))
     with pytest.raises(DriftError, match="model"):
         _check_provenance(tmp_path, expected)
-    assert index_key("t", model) != index_key("t", dataclasses.replace(model, dimension=384))
+    other = dataclasses.replace(model, dimension=384)
+    assert index_key("t", model, False) != index_key("t", other, False)
+
+
+def test_index_and_text_keys_follow_version_and_code(monkeypatch) -> None:
+    from ragsweep.embedding import ModelIdentity
+
+    model = ModelIdentity("bm25", "bm25s-lucene", "0.3", 0, False)
+    dense, sparse = index_key("t", model, False), index_key("t", model, True)
+    raw = build_preprocessor(PreprocessConfig(steps=()))
+    texts = texts_key("c", False, raw)
+    monkeypatch.setattr("ragsweep.indexing.__version__", "99.0")
+    assert index_key("t", model, False) != dense  # an upgrade rebuilds instead of failing
+    monkeypatch.undo()
+    monkeypatch.setattr("ragsweep.indexing.LEXICAL_CODE_DIGEST", "edited tokenizer")
+    assert index_key("t", model, True) != sparse
+    assert index_key("t", model, False) == dense
+    monkeypatch.setattr("ragsweep.indexing.PREPROCESS_CODE_DIGEST", "edited cleanup")
+    assert texts_key("c", False, raw) != texts
 
 
 def test_embedding_store_embeds_each_distinct_text_once(tmp_path: Path) -> None:

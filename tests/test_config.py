@@ -76,8 +76,8 @@ def test_holdout_needs_explicit_flag(compose_config) -> None:
 def test_config_hash_ignores_paths_tracking_and_speed_options(compose_config) -> None:
     def hash_of(*overrides: str) -> str:
         cfg = run_config(compose_config, *overrides)
-        _, model = validate_before_work(cfg)
-        return config_hash(cfg, model)
+        preprocessor, model = validate_before_work(cfg)
+        return config_hash(cfg, preprocessor, model)
 
     base = hash_of()
     assert hash_of("tracking.experiment=x") == base
@@ -88,6 +88,22 @@ def test_config_hash_ignores_paths_tracking_and_speed_options(compose_config) ->
     dense = hash_of("embedding=use_m3")
     assert dense != base
     assert hash_of("embedding=use_m3", "embedding.options.threads=1") == dense
+
+
+def test_config_hash_follows_the_synonym_file_content(compose_config, tmp_path) -> None:
+    def hash_of(synonyms: str) -> str:
+        cfg = run_config(
+            compose_config, "preprocess=nfkc_synonyms", f"preprocess.synonyms_path={synonyms}"
+        )
+        preprocessor, model = validate_before_work(cfg)
+        return config_hash(cfg, preprocessor, model)
+
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("groups:\n  - [sign in, login]\n", encoding="utf-8")
+    second.write_text("groups:\n  - [sign in, login]\n", encoding="utf-8")
+    assert hash_of(str(first)) == hash_of(str(second))  # same content, other path
+    second.write_text("groups:\n  - [sign in, logout]\n", encoding="utf-8")
+    assert hash_of(str(first)) != hash_of(str(second))
 
 
 def test_from_mapping_rejects_wrong_types() -> None:

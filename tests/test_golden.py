@@ -499,7 +499,21 @@ def test_offsets_out_of_range_are_errors(
 def test_offsets_up_to_the_document_end_are_valid(tmp_path: Path, corpus: Corpus) -> None:
     evidence = [{"doc": "support/p1.md", "start": 0, "end": len(P1)}]
     span = load(tmp_path, corpus, case(evidence=evidence)).cases[0].evidence[0]
-    assert (span.start, span.end, span.length) == (0, len(P1), len(P1))
+    trimmed = len(P1.rstrip())  # the trailing newline is trimmed, like every chunk's
+    assert (span.start, span.end, span.length) == (0, trimmed, trimmed)
+
+
+def test_evidence_spans_are_trimmed_like_chunks(tmp_path: Path, corpus: Corpus) -> None:
+    start = P1.index("Planned maintenance")
+    evidence = [{"doc": "support/p1.md", "start": start - 1, "end": len(P1)}]
+    span = load(tmp_path, corpus, case(evidence=evidence)).cases[0].evidence[0]
+    assert P1[span.start : span.end] == P1[start - 1 :].strip()
+
+
+def test_whitespace_only_spans_are_errors(tmp_path: Path, corpus: Corpus) -> None:
+    gap = P1.index("\n")
+    evidence = [{"doc": "support/p1.md", "start": gap, "end": gap + 1}]
+    assert "holds only whitespace" in load_error(tmp_path, corpus, case(evidence=evidence))
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ragsweep.embedding import BM25Options, ModelIdentity, l2_normalize
+from ragsweep.embedding import BM25Options, ModelIdentity, bm25_identity, l2_normalize
 from ragsweep.errors import DriftError
 from ragsweep.index import (
     IndexProvenance,
@@ -34,24 +34,27 @@ def test_top_k_orders_by_score_then_index_and_drops_floor() -> None:
     assert top_k_indices(scores, 10, -np.inf).tolist() == [1, 4, 0, 2, 3]
 
 
+RAW = {"steps": []}
+
+
 def provenance(model: ModelIdentity, n: int) -> IndexProvenance:
     return IndexProvenance(
         model=model, preprocess={"steps": []}, chunking_key="c", corpus_hash="h", n_chunks=n
     )
 
 
-BM25_ID = ModelIdentity("bm25", "bm25s-lucene", "x", 0, False)
+BM25_ID = bm25_identity(BM25Options())
 
 
 def test_bm25_ranks_matching_chunks_and_respects_scope() -> None:
     texts = ["refunds are issued in 14 days", "export notes as zip", "refunds refunds policy"]
     index = build_bm25_index(texts, BM25Options(), provenance(BM25_ID, 3))
     mask = scope_masker(["a.md", "b.md", "c.md"])
-    (ranked,) = index.search([Query("refunds")], top_k=5)
+    (ranked,) = index.search([Query("refunds")], 5, RAW)
     assert ranked.indices.tolist() == [2, 0]  # the export chunk shares no token
-    (scoped,) = index.search([Query("refunds", mask(["a.md"]))], top_k=5)
+    (scoped,) = index.search([Query("refunds", mask(["a.md"]))], 5, RAW)
     assert scoped.indices.tolist() == [0]
-    (empty,) = index.search([Query("???")], top_k=5)
+    (empty,) = index.search([Query("???")], 5, RAW)
     assert empty.indices.size == 0
 
 
@@ -71,7 +74,7 @@ DENSE_ID = ModelIdentity("toy", "toy", "1", 2, True)
 def test_dense_search_is_exact_cosine() -> None:
     vectors = l2_normalize(np.array([[1, 0], [0, 1], [1, 1]], dtype=np.float32))
     index = build_dense_index(vectors, FakeEncoder(DENSE_ID), provenance(DENSE_ID, 3))
-    (ranked,) = index.search([Query("abcdefghij")], top_k=3)
+    (ranked,) = index.search([Query("abcdefghij")], 3, RAW)
     assert ranked.indices.tolist() == [0, 2, 1]
     assert ranked.scores[0] == pytest.approx(10 / np.sqrt(101), rel=1e-6)
 
@@ -89,7 +92,7 @@ def test_query_side_drift_is_a_hard_error(field: str) -> None:
     vectors = l2_normalize(np.eye(2, dtype=np.float32))
     index = build_dense_index(vectors, FakeEncoder(query_side), provenance(DENSE_ID, 2))
     with pytest.raises(DriftError) as info:
-        index.search([Query("q")], top_k=1)
+        index.search([Query("q")], 1, RAW)
     assert field in str(info.value)
     assert "toy:toy v1" in str(info.value)  # names the index side
 
@@ -99,3 +102,20 @@ def test_vector_shape_must_match_provenance() -> None:
         build_dense_index(
             np.zeros((3, 2), np.float32), FakeEncoder(DENSE_ID), provenance(DENSE_ID, 2)
         )
+
+
+@pytest.mark.parametrize("kind", ["bm25", "dense"])
+def test_queries_preprocessed_differently_from_the_index_are_refused(kind: str) -> None:
+    if kind == "bm25":
+        index = build_bm25_index(["alpha"], BM25Options(), provenance(BM25_ID, 1))
+    else:
+        vectors = l2_normalize(np.eye(2, dtype=np.float32))
+        index = build_dense_index(vectors, FakeEncoder(DENSE_ID), provenance(DENSE_ID, 2))
+    with pytest.raises(DriftError, match="preprocessing drift"):
+        index.search([Query("ALPHA")], 1, {"steps": ["casefold"]})
+
+
+def test_bm25_options_differing_from_the_index_are_refused() -> None:
+    index = build_bm25_index(["alpha"], BM25Options(k1=1.2), provenance(BM25_ID, 1))
+    with pytest.raises(DriftError, match="options"):
+        index.search([Query("alpha")], 1, RAW)

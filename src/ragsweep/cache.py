@@ -359,7 +359,8 @@ class EmbeddingStore:
         if folder is None or not folder.exists():
             return index
         total_seconds, total_rows = 0.0, 0
-        for shard in sorted(p for p in folder.iterdir() if (p / META).is_file()):
+        shards = (p for p in folder.iterdir() if not p.name.startswith("."))  # no tmp/trash
+        for shard in sorted(p for p in shards if (p / META).is_file()):
             try:
                 meta = json.loads((shard / META).read_text(encoding="utf-8"))
                 keys = json.loads((shard / "keys.json").read_text(encoding="utf-8"))

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragsweep.config import EmbeddingConfig, from_mapping, result_fields
-from ragsweep.errors import BackendError
+from ragsweep.errors import BackendError, ConfigError
 from ragsweep.hashing import sha256_file, sha256_json
 from ragsweep.registry import Registry
 
@@ -173,8 +173,6 @@ class BM25Options:
     cjk_ngram: int = 2
 
     def __post_init__(self) -> None:
-        from ragsweep.errors import ConfigError
-
         if self.k1 < 0:
             raise ConfigError(f"embedding.options.k1={self.k1} must be >= 0")
         if not 0.0 <= self.b <= 1.0:
@@ -184,7 +182,11 @@ class BM25Options:
 
 
 def _bm25_identity(cfg: EmbeddingConfig) -> ModelIdentity:
-    options = options_for(BM25Options, cfg)
+    return bm25_identity(options_for(BM25Options, cfg))
+
+
+def bm25_identity(options: BM25Options) -> ModelIdentity:
+    """What BM25 scores depend on: the bm25s version, k1/b and the tokenizer settings."""
     return ModelIdentity(
         backend="bm25",
         name="bm25s-lucene",

@@ -18,6 +18,7 @@ from ragsweep.config import EvalConfig
 from ragsweep.golden import GoldenCase
 from ragsweep.index import Index, Query, Ranked
 from ragsweep.metrics import case_metrics, mean_by_key
+from ragsweep.preprocess import Preprocessor
 from ragsweep.progress import progress_bar
 
 SEARCH_BATCH = 256
@@ -74,17 +75,17 @@ class CaseResult:
 def retrieve(
     cases: Sequence[GoldenCase],
     index: Index,
-    prepare_query: Callable[[str], str],
+    preprocessor: Preprocessor,
     scope_mask: Callable[[Sequence[str] | None], np.ndarray | None],
     top_k: int,
 ) -> list[Ranked]:
     """Run every case's question through ``index``; scopes restrict the candidate chunks."""
-    queries = [Query(prepare_query(c.question), scope_mask(c.scope)) for c in cases]
+    queries = [Query(preprocessor(c.question), scope_mask(c.scope)) for c in cases]
     ranked: list[Ranked] = []
     with progress_bar("searching", len(queries)) as advance:
         for begin in range(0, len(queries), SEARCH_BATCH):
             batch = queries[begin : begin + SEARCH_BATCH]
-            ranked.extend(index.search(batch, top_k))
+            ranked.extend(index.search(batch, top_k, preprocessor.identity))
             advance(len(batch))
     return ranked
 
@@ -129,6 +130,7 @@ class Summary:
     by_type_min: dict[str, float]
     counts: dict[str, int]
     type_counts: dict[str, int]
+    scored_counts: dict[str, int]
     extra: dict[str, float]
 
     def flat_metrics(self) -> dict[str, float]:
@@ -139,6 +141,7 @@ class Summary:
         flat.update({f"by_type_min/{k}": v for k, v in self.by_type_min.items()})
         flat.update({k: float(v) for k, v in self.counts.items()})
         flat.update({f"n_cases/{t}": float(n) for t, n in self.type_counts.items()})
+        flat.update({f"n_answerable/{t}": float(n) for t, n in self.scored_counts.items()})
         flat.update(self.extra)
         return flat
 
@@ -163,6 +166,7 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
             "n_unanswerable": len(results) - len(scored),
         },
         type_counts=type_counts,
+        scored_counts={t: sum(st == t for st, _ in scored) for t in by_type},
         extra=_latency_and_scores(results),
     )
 

@@ -471,7 +471,22 @@ def _parse_evidence_item(
         start, end = _checked_offsets(item, text, f"{what} ({doc_id!r})", where)
     else:
         start, end = _resolved_quote(item, text, f"{what} ({doc_id!r})", where)
+    start, end = _trimmed(text, start, end, f"{what} ({doc_id!r})", where)
     return EvidenceSpan(doc=doc_id, start=start, end=end)
+
+
+def _trimmed(text: str, start: int, end: int, what: str, where: _Where) -> tuple[int, int]:
+    """The span without leading/trailing whitespace.
+
+    Chunks are trimmed the same way, so a span ending in a newline would otherwise stick out
+    of every chunk that holds its text and never be hit at ``min_span_overlap=1.0``.
+    """
+    piece = text[start:end]
+    if not piece.strip():
+        raise where.error(f"{what}: the span [{start}, {end}) holds only whitespace")
+    lead = len(piece) - len(piece.lstrip())
+    trail = len(piece) - len(piece.rstrip())
+    return start + lead, end - trail
 
 
 def _checked_offsets(item: dict[str, Any], text: str, what: str, where: _Where) -> tuple[int, int]:

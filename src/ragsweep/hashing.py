@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from enum import Enum
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 
@@ -62,3 +63,14 @@ def sha256_parts(parts: Iterable[str]) -> str:
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
     return digest.hexdigest()
+
+
+def source_digest(*modules: ModuleType) -> str:
+    """Digest of the source files of ``modules``: a cache key part that changes when the code
+    that shapes a stage's output is edited."""
+    files = []
+    for module in modules:
+        if module.__file__ is None:
+            raise ValueError(f"module {module.__name__} has no source file")
+        files.append(sha256_file(module.__file__))
+    return sha256_parts(files)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragsweep import __version__
-from ragsweep.embedding import BM25Options, ModelIdentity
+from ragsweep.embedding import BM25Options, ModelIdentity, bm25_identity
 from ragsweep.errors import DriftError
 from ragsweep.tokenize import TokenizerConfig, tokenize
 
@@ -34,7 +34,7 @@ class IndexProvenance:
     n_chunks: int
     ragsweep_version: str = __version__
 
-    def check_query_side(self, model: ModelIdentity, preprocess: dict[str, Any]) -> None:
+    def check_query_side(self, model: ModelIdentity, preprocess: Mapping[str, Any]) -> None:
         """Raise DriftError naming both sides if queries would be encoded differently."""
         if model != self.model:
             fields = ", ".join(self.model.differences(model))
@@ -43,7 +43,7 @@ class IndexProvenance:
                 f"queries encoded with {model.describe()}; rebuild the index or use the "
                 "same model"
             )
-        if preprocess != self.preprocess:
+        if dict(preprocess) != self.preprocess:
             raise DriftError(
                 f"preprocessing drift: index built with {self.preprocess}, "
                 f"queries preprocessed with {preprocess}"
@@ -69,9 +69,17 @@ class Ranked:
 
 
 class Index(Protocol):
+    """A searchable index. ``search`` first checks the query side (``query_model`` and the
+    identity of the preprocessing the queries went through) against the provenance."""
+
     provenance: IndexProvenance
 
-    def search(self, queries: Sequence[Query], top_k: int) -> list[Ranked]: ...
+    @property
+    def query_model(self) -> ModelIdentity: ...
+
+    def search(
+        self, queries: Sequence[Query], top_k: int, query_preprocess: Mapping[str, Any]
+    ) -> list[Ranked]: ...
 
 
 def top_k_indices(scores: np.ndarray, k: int, min_score: float) -> np.ndarray:
@@ -111,8 +119,14 @@ class DenseIndex:
     vectors: np.ndarray
     embedder: QueryEmbedder
 
-    def search(self, queries: Sequence[Query], top_k: int) -> list[Ranked]:
-        self.provenance.check_query_side(self.embedder.identity, self.provenance.preprocess)
+    @property
+    def query_model(self) -> ModelIdentity:
+        return self.embedder.identity
+
+    def search(
+        self, queries: Sequence[Query], top_k: int, query_preprocess: Mapping[str, Any]
+    ) -> list[Ranked]:
+        self.provenance.check_query_side(self.query_model, query_preprocess)
         query_vectors = self.embedder.embed([q.text for q in queries])
         results: list[Ranked] = []
         for query, vector in zip(queries, query_vectors, strict=True):
@@ -136,7 +150,14 @@ class BM25Index:
     def tokenizer(self) -> TokenizerConfig:
         return TokenizerConfig(lowercase=self.options.lowercase, cjk_ngram=self.options.cjk_ngram)
 
-    def search(self, queries: Sequence[Query], top_k: int) -> list[Ranked]:
+    @property
+    def query_model(self) -> ModelIdentity:
+        return bm25_identity(self.options)
+
+    def search(
+        self, queries: Sequence[Query], top_k: int, query_preprocess: Mapping[str, Any]
+    ) -> list[Ranked]:
+        self.provenance.check_query_side(self.query_model, query_preprocess)
         results = []
         for query in queries:
             started = time.perf_counter()

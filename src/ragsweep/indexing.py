@@ -22,6 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from ragsweep import __version__
+from ragsweep import index as index_module
+from ragsweep import preprocess as preprocess_module
+from ragsweep import tokenize as tokenize_module
 from ragsweep.cache import EmbeddingStore, StageCache, write_json
 from ragsweep.chunking import (
     CHUNKER_SOURCE_DIGEST,
@@ -41,7 +45,7 @@ from ragsweep.embedding import (
     options_for,
 )
 from ragsweep.errors import DriftError
-from ragsweep.hashing import sha256_json
+from ragsweep.hashing import sha256_json, source_digest
 from ragsweep.index import (
     Index,
     IndexProvenance,
@@ -67,18 +71,31 @@ def chunks_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
     )
 
 
+# Code that shapes a stage's output is part of its key, as the chunker's is: editing the
+# cleanup rules or the tokenizer must not serve texts or BM25 indexes made by the old code.
+PREPROCESS_CODE_DIGEST = source_digest(preprocess_module)
+LEXICAL_CODE_DIGEST = source_digest(tokenize_module, index_module)
+
+
 def texts_key(chunks_key_: str, heading_prefix: bool, preprocessor: Preprocessor) -> str:
     return sha256_json(
         {
             "chunks": chunks_key_,
             "heading_prefix": heading_prefix,
             "preprocess": preprocessor.identity,
+            "preprocess_code": PREPROCESS_CODE_DIGEST,
         }
     )
 
 
-def index_key(texts_key_: str, model: ModelIdentity) -> str:
-    return sha256_json({"texts": texts_key_, "model": model})
+def index_key(texts_key_: str, model: ModelIdentity, sparse: bool) -> str:
+    """Key of a dense or BM25 index. The ragsweep version is part of it because it is part
+    of the stored provenance: an upgrade rebuilds indexes (from cached vectors) instead of
+    failing the provenance check."""
+    code = LEXICAL_CODE_DIGEST if sparse else None  # dense scores come from the vectors
+    return sha256_json(
+        {"texts": texts_key_, "model": model, "ragsweep": __version__, "lexical_code": code}
+    )
 
 
 def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, cache: StageCache) -> list[Chunk]:
@@ -171,7 +188,7 @@ def cached_index(
             _check_provenance(folder, provenance)
             return load_bm25_index(folder / "bm25", options, provenance)
 
-        return cache.get_or_build("bm25_index", index_key(key, model), build, load)
+        return cache.get_or_build("bm25_index", index_key(key, model, True), build, load)
 
     chunk_embedder = StoreEmbedder(cfg, model, cache, "embeddings")
     query_embedder = StoreEmbedder(cfg, model, cache, "query_embeddings")
@@ -185,7 +202,7 @@ def cached_index(
         vectors = np.load(folder / "vectors.npy", mmap_mode="r")
         return build_dense_index(vectors, query_embedder, provenance)
 
-    return cache.get_or_build("dense_index", index_key(key, model), build_dense, load_dense)
+    return cache.get_or_build("dense_index", index_key(key, model, False), build_dense, load_dense)
 
 
 def _write_provenance(folder: Path, provenance: IndexProvenance) -> None:

@@ -93,16 +93,26 @@ def validate_before_work(cfg: RunConfig) -> tuple[Preprocessor, ModelIdentity]:
     return preprocessor, identity
 
 
-def config_hash(cfg: RunConfig, model: ModelIdentity) -> str:
-    """sha256 of every result-affecting config value, with the embedding represented by the
-    backend's model identity (so thread counts do not count, model versions do)."""
-    return sha256_json({**cfg.result_fields(), "embedding": model})
+def config_hash(cfg: RunConfig, preprocessor: Preprocessor, model: ModelIdentity) -> str:
+    """sha256 of every result-affecting config value. The embedding is represented by the
+    backend's model identity (thread counts do not count, model versions do) and the
+    preprocessing by the preprocessor's identity (its steps and the synonym file's content,
+    not the file's path)."""
+    return sha256_json(
+        {**cfg.result_fields(), "preprocess": preprocessor.identity, "embedding": model}
+    )
 
 
 def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
+    """The cases of ``split``; at least one must be answerable, or nothing can be scored."""
     cases = golden.for_split(split)
     if not cases:
         raise ConfigError(f"golden set {golden.path} has no cases in split {split!r}")
+    if not any(c.answerable for c in cases):
+        raise ConfigError(
+            f"golden set {golden.path} has no answerable cases in split {split!r}: "
+            "retrieval metrics need at least one"
+        )
     return cases
 
 
@@ -189,7 +199,7 @@ def run_evaluation(
         with timer.stage("judge_seconds"):
             judged = judge.run(cases, results, built.chunks, cache)
 
-    run_hash = config_hash(cfg, model)
+    run_hash = config_hash(cfg, preprocessor, model)
     facts = run_facts(cfg, model, run_hash, len(built.chunks))
     output_dir.mkdir(parents=True, exist_ok=True)
     write_artifacts(

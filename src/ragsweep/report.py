@@ -40,12 +40,12 @@ def render_report(
         "",
     ]
     rows = [
-        [t, str(summary.type_counts.get(t, 0)), *(_fmt(m[c]) for c in columns)]
+        [t, str(summary.scored_counts.get(t, 0)), *(_fmt(m[c]) for c in columns)]
         for t, m in summary.by_type.items()
     ]
     if summary.by_type_min:
         rows.append(["**min over types**", "", *(_fmt(summary.by_type_min[c]) for c in columns)])
-    lines.append(markdown_table(["type", "n", *columns], rows))
+    lines.append(markdown_table(["type", "n answerable", *columns], rows))
     unanswerable_types = sorted(set(summary.type_counts) - set(summary.by_type))
     if unanswerable_types:
         lines += [
@@ -110,9 +110,9 @@ def print_summary(
     for type_name in types:
         table.add_column(type_name, justify="right")
     table.add_row(
-        "n",
+        "n answerable",
         str(summary.counts["n_answerable"]),
-        *(str(summary.type_counts.get(t, 0)) for t in types),
+        *(str(summary.scored_counts.get(t, 0)) for t in types),
         end_section=True,
     )
     for column in headline:

@@ -206,10 +206,10 @@ class _SweepRun:
                 del task["hydra"]
             resolved = plain_config(task)
             run_cfg = RunConfig.from_container(resolved)
-            _, identity = validate_before_work(run_cfg)
+            preprocessor, identity = validate_before_work(run_cfg)
         except (RagsweepError, HydraException, OmegaConfBaseException) as exc:
             return Composed(lines, error=_first_line(exc))
-        return Composed(lines, resolved, config_hash(run_cfg, identity), choices)
+        return Composed(lines, resolved, config_hash(run_cfg, preprocessor, identity), choices)
 
     def _check_axes(self, baseline: Composed) -> None:
         """Fail before any job on an axis key or group option that does not exist."""
