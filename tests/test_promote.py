@@ -85,6 +85,23 @@ def test_promotion_refuses_a_changed_corpus(compose_config, project: Path) -> No
         promote(store, str(tuning.run_id), project / "promoted", console=quiet())
 
 
+def test_promotion_refuses_a_config_that_resolves_differently(compose_config, project):
+    synonyms = project / "synonyms.yaml"
+    synonyms.write_text("groups:\n  - [refund, reimbursement]\n", encoding="utf-8")
+    tuning = evaluate(
+        compose_config,
+        project,
+        "tuning",
+        "preprocess=nfkc_synonyms",
+        f"preprocess.synonyms_path={synonyms}",
+    )
+    store = RunStore(store_uri(project))
+    synonyms.write_text("groups:\n  - [refund, payback]\n", encoding="utf-8")
+    with pytest.raises(PromotionError, match="resolves differently today"):
+        promote(store, str(tuning.run_id), project / "promoted", console=quiet())
+    assert len(store.search("")) == 1  # nothing was evaluated on the holdout
+
+
 def test_promotion_refuses_a_holdout_run(compose_config, project: Path) -> None:
     tuning = evaluate(compose_config, project, "tuning")
     store = RunStore(store_uri(project))

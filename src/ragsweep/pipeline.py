@@ -306,6 +306,7 @@ def run_tags(
         "ragsweep.embedding.model": model.name,
         "ragsweep.embedding.version": model.version,
         "ragsweep.embedding.dimension": str(model.dimension),
+        "ragsweep.embedding.digest": model.digest or "none",
         "ragsweep.version": __version__,
         "ragsweep.git_commit": git_commit(Path(cfg.paths.root_dir)),
     }

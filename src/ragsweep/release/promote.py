@@ -20,6 +20,7 @@ The holdout split is for the release decision only: ``eval.split=holdout`` is re
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,10 +33,11 @@ from ragsweep.config import EvalConfig, RunConfig
 from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError
 from ragsweep.golden import load_golden
-from ragsweep.pipeline import RunResult, run_evaluation
+from ragsweep.pipeline import RunResult, config_hash, run_evaluation, validate_before_work
 from ragsweep.release.errors import PromotionError
 from ragsweep.release.store import (
     HOLDOUT,
+    TAG_CONFIG_HASH,
     TAG_CORPUS,
     TAG_GOLDEN,
     TAG_PROMOTED_FROM,
@@ -151,6 +153,28 @@ def check_same_data(cfg: RunConfig, tuning: LoggedRun) -> None:
             )
 
 
+def check_same_config(cfg: RunConfig, tuning: LoggedRun) -> None:
+    """Refuse when the logged config no longer means what it meant for the tuning run.
+
+    The config hash covers the embedding model's identity as resolved now (for Ollama: the
+    server's digest of the tag), the synonym file's content and every result-affecting value;
+    the hash is computed as for the tuning split and must equal the run's tag.
+    """
+    as_tuned = dataclasses.replace(
+        cfg, eval=dataclasses.replace(cfg.eval, split=TUNING, allow_holdout=False)
+    )
+    preprocessor, model = validate_before_work(as_tuned)
+    now = config_hash(as_tuned, preprocessor, model)
+    if tuning.tag(TAG_CONFIG_HASH) != now:
+        logged = {k: tuning.tag(f"ragsweep.embedding.{k}") for k in ("model", "version", "digest")}
+        raise PromotionError(
+            f"run {tuning.run_id}'s config resolves differently today (config hash "
+            f"{tuning.tag(TAG_CONFIG_HASH)[:12]}… then, {now[:12]}… now): the embedding model "
+            f"was {logged}, now {model.describe()}; or the synonym file or code defaults "
+            "changed. Re-run the tuning evaluation, then promote that run."
+        )
+
+
 def prepare(store: RunStore, run_id: str) -> tuple[LoggedRun, dict[str, Any], RunConfig]:
     """The tuning run, its holdout config as plain data and validated; refuses runs that
     are incomplete or not tuning runs, and logged configs that no longer validate."""
@@ -186,6 +210,7 @@ def promote(
     console = console or Console(stderr=True)
     tuning, resolved, cfg = prepare(store, run_id)
     check_same_data(cfg, tuning)
+    check_same_config(cfg, tuning)
     digest = tuning.tag(TAG_GOLDEN)
     previous = count_holdout_evaluations(store, digest, window_days, int(time.time() * 1000))
     usage = HoldoutUsage(digest, previous, window_days, max_uses)
