@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,3 +178,37 @@ def test_choose(
     expected: int,
 ) -> None:
     assert choose(objectives, reference, direction, min_improvement) == expected
+
+
+def test_resume_refuses_a_sweep_that_is_still_running(tmp_path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from ragsweep.config import TrackingConfig
+    from ragsweep.sweep.runs import OWNER_TAG, PARENT_TAG, SweepInProgressError, SweepRuns
+    from ragsweep.sweep.spec import load_sweep
+
+    tracking = TrackingConfig(uri=f"sqlite:///{tmp_path / 'mlflow.db'}", experiment="x")
+    spec = load_sweep(REPO / "sweeps" / "chunking.yaml")
+    live = SweepRuns.open(tracking, spec, "digest", resume=True)  # owned by this live process
+    client = MlflowClient(tracking.uri)
+    child = client.create_run(live.experiment_id, tags={PARENT_TAG: live.parent_id})
+    with pytest.raises(SweepInProgressError, match="still RUNNING"):
+        SweepRuns.open(tracking, spec, "digest", resume=True)
+    assert client.get_run(child.info.run_id).info.status == "RUNNING"  # left alone
+
+    # the owner died without closing the run (kill -9): resuming takes it over
+    client.set_tag(live.parent_id, OWNER_TAG, f"{socket.gethostname()}:{dead_pid()}")
+    resumed = SweepRuns.open(tracking, spec, "digest", resume=True)
+    assert resumed.resumed and resumed.parent_id == live.parent_id
+    assert client.get_run(child.info.run_id).info.status == "KILLED"
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout)

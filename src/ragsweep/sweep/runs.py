@@ -7,6 +7,8 @@ through the ``tracking.parent_run_id`` override the sweeper gives every job.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsweep.config import TrackingConfig
+from ragsweep.errors import RagsweepError
 from ragsweep.hashing import sha256_json
 from ragsweep.sweep.result import STATUSES, SweepResult
 from ragsweep.sweep.spec import SweepSpec
@@ -21,6 +24,47 @@ from ragsweep.tracking import MAX_PARAM_VALUE, RunRecord, client_for, ensure_exp
 
 PARENT_TAG = "mlflow.parentRunId"
 DIGEST_TAG = "ragsweep.sweep_digest"
+OWNER_TAG = "ragsweep.sweep_owner"  # host:pid of the process driving the sweep
+
+
+class SweepInProgressError(RagsweepError):
+    """The sweep to resume is still being run by a live process."""
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def check_not_running_elsewhere(run: Any) -> None:
+    """Refuse to resume a RUNNING parent whose owner may still be alive.
+
+    A parent that is FAILED or KILLED was interrupted; a RUNNING one was either cut off
+    hard (its process is gone) or is being driven right now. On this host the owner's pid
+    tells which; on another host it cannot be known, so we refuse and name the way out.
+    """
+    if run.info.status != "RUNNING":
+        return
+    owner = run.data.tags.get(OWNER_TAG, "")
+    host, _, pid = owner.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit() and not _process_alive(int(pid)):
+        return
+    raise SweepInProgressError(
+        f"sweep parent run {run.info.run_id} is still RUNNING (owner {owner or 'unknown'}); "
+        "wait for that sweep to finish, or start a new parent with "
+        "hydra.sweeper.resume=false"
+    )
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 MAX_TAG_VALUE = 5000
 PAGE = 1000
 
@@ -111,7 +155,9 @@ class SweepRuns:
         client = client_for(tracking)
         previous = find_unfinished_parent(client, experiment_id, digest) if resume else None
         if previous is not None:
+            check_not_running_elsewhere(previous)
             client.update_run(previous.info.run_id, status="RUNNING")
+            client.set_tag(previous.info.run_id, OWNER_TAG, owner_id())
             runs = cls(tracking, client, experiment_id, previous.info.run_id, resumed=True)
             runs.kill_stale_children()
             return runs
@@ -213,6 +259,7 @@ def _parent_tags(spec: SweepSpec, digest: str) -> dict[str, str]:
         "ragsweep.direction": spec.direction,
         "ragsweep.sweep_file": str(spec.path),
         DIGEST_TAG: digest,
+        OWNER_TAG: owner_id(),
     }
     if spec.description:
         tags["mlflow.note.content"] = spec.description  # shown as the run's description
