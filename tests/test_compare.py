@@ -22,6 +22,7 @@ IDENTITY = {
     "ragsweep.golden_digest": "g" * 64,
     "ragsweep.split": "holdout",
     "ragsweep.corpus_hash": "c" * 64,
+    "ragsweep.min_span_overlap": "1.0",
 }
 
 # (id, type, baseline (hit@5, recall@5), candidate (hit@5, recall@5)); None = unanswerable

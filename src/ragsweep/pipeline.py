@@ -302,6 +302,7 @@ def run_tags(
         "ragsweep.golden_digest": golden.digest,
         "ragsweep.split": cfg.eval.split,
         "ragsweep.stage": cfg.eval.split,
+        "ragsweep.min_span_overlap": repr(cfg.eval.min_span_overlap),
         "ragsweep.embedding.backend": model.backend,
         "ragsweep.embedding.model": model.name,
         "ragsweep.embedding.version": model.version,

@@ -23,7 +23,9 @@ from ragsweep.release.stats import PairedTest, paired_randomization_test
 from ragsweep.release.store import TAG_CORPUS, TAG_GOLDEN, TAG_SPLIT, LoggedRun, RunStore
 from ragsweep.report import markdown_table, metric_columns
 
-IDENTITY_TAGS = (TAG_GOLDEN, TAG_SPLIT, TAG_CORPUS)
+# What must match for two runs' per-case hits to mean the same thing: the same questions and
+# labels, the same documents, and the same relevance rule.
+IDENTITY_TAGS = (TAG_GOLDEN, TAG_SPLIT, TAG_CORPUS, "ragsweep.min_span_overlap")
 LATENCY_KEYS = ("latency_ms_p50", "latency_ms_p95")
 TAG_COMPARED_WITH = "ragsweep.compared_with"
 
@@ -160,7 +162,8 @@ class Comparison:
 
 
 def identity_mismatches(baseline: LoggedRun, candidate: LoggedRun) -> tuple[str, ...]:
-    """One line per identity tag (golden digest, split, corpus hash) that differs."""
+    """One line per identity tag (golden digest, split, corpus hash, relevance rule) that
+    differs."""
     return tuple(
         f"{tag}: baseline {baseline.tag(tag)!r} vs candidate {candidate.tag(tag)!r}"
         for tag in IDENTITY_TAGS
