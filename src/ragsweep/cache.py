@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -112,10 +113,12 @@ class StageCache:
         """
         stats = self.stats.stage(stage)
         if self.root is None:
-            with _scratch_dir() as scratch:
-                build(scratch)
+            # No store: build into a scratch folder and load from it (a memory-mapped file
+            # stays readable after the folder is removed).
+            with tempfile.TemporaryDirectory(prefix="ragsweep-") as scratch:
+                build(Path(scratch))
                 stats.misses += 1
-                return load(scratch)
+                return load(Path(scratch))
         with self._lock(stage, key):
             final = self.entry_dir(stage, key)
             meta = self._verified_meta(stage, final)
@@ -190,14 +193,6 @@ class StageCache:
             return decode(json.loads((folder / "data.json").read_text(encoding="utf-8")))
 
         return self.get_or_build(stage, key, build, load)
-
-
-@contextmanager
-def _scratch_dir() -> Iterator[Path]:
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="ragsweep-") as folder:
-        yield Path(folder)
 
 
 def write_json(path: Path, value: Any) -> None:

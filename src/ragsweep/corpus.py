@@ -7,6 +7,7 @@ evidence spans and chunk offsets are character offsets into it.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -35,8 +36,9 @@ class Corpus:
     documents: tuple[Document, ...]
     source: str
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_id", {d.id: d for d in self.documents})
+    @functools.cached_property
+    def _by_id(self) -> dict[str, Document]:
+        return {d.id: d for d in self.documents}
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -45,22 +47,26 @@ class Corpus:
         return iter(self.documents)
 
     def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._by_id  # type: ignore[attr-defined]
+        return doc_id in self._by_id
 
     def get(self, doc_id: str) -> Document:
-        return self._by_id[doc_id]  # type: ignore[attr-defined]
+        return self._by_id[doc_id]
 
     @property
     def n_chars(self) -> int:
+        """Total characters (code points) over all documents."""
         return sum(len(d.text) for d in self.documents)
 
     def content_hash(self) -> str:
         """sha256 over every (id, text) pair in id order. Titles and metadata are not hashed:
         they do not reach the index."""
-        if not hasattr(self, "_content_hash"):
-            parts = (p for d in self.documents for p in (d.id, d.text))
-            object.__setattr__(self, "_content_hash", sha256_parts(parts))
-        return self._content_hash  # type: ignore[attr-defined]
+        return self._content_hash
+
+    @functools.cached_property
+    def _content_hash(self) -> str:
+        # cached_property writes the instance __dict__ directly, so it works on a frozen
+        # dataclass without object.__setattr__
+        return sha256_parts(p for d in self.documents for p in (d.id, d.text))
 
 
 def load_corpus(cfg: CorpusConfig) -> Corpus:

@@ -98,8 +98,9 @@ def index_key(texts_key_: str, model: ModelIdentity, sparse: bool) -> str:
     )
 
 
-def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, cache: StageCache) -> list[Chunk]:
-    """The corpus's chunks; spans are cached, texts are re-sliced from the source."""
+def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, key: str, cache: StageCache) -> list[Chunk]:
+    """The corpus's chunks under ``key`` (:func:`chunks_key`); spans are cached, texts are
+    re-sliced from the source."""
 
     def encode(chunks: list[Chunk]) -> list[list[Any]]:
         return [[c.doc, c.start, c.end, list(c.heading_path)] for c in chunks]
@@ -107,7 +108,6 @@ def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, cache: StageCache) -> lis
     def decode(rows: list[list[Any]]) -> list[Chunk]:
         return [make_chunk(corpus.get(d), s, e, tuple(path)) for d, s, e, path in rows]
 
-    key = chunks_key(corpus, cfg)
     return cache.json_value("chunks", key, lambda: chunk_corpus(corpus, cfg), encode, decode)
 
 
@@ -149,7 +149,6 @@ class StoreEmbedder:
         self.cfg = cfg
         self.stage = stage
         self.store = EmbeddingStore(cache, identity.key, identity.dimension)
-        self.seconds = 0.0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.store.embed(texts, self._encode, self.stage)

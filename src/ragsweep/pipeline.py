@@ -133,11 +133,11 @@ def build_index(
     timer: Timer,
 ) -> BuiltIndex:
     """Chunk the corpus and build (or load from the cache) the index over the chunks."""
+    chunk_set = chunks_key(corpus, cfg.chunking)
     with timer.stage("chunk_seconds"):
-        chunks = cached_chunks(corpus, cfg.chunking, cache)
+        chunks = cached_chunks(corpus, cfg.chunking, chunk_set, cache)
     if not chunks:
         raise ConfigError(f"chunking produced no chunks from {corpus.source}")
-    chunk_set = chunks_key(corpus, cfg.chunking)
     provenance = IndexProvenance(
         model=model,
         preprocess=preprocessor.identity,

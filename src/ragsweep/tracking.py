@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,6 @@ class RunRecord:
     artifacts_dir: Path
     dataset: DatasetInput | None = None
     status: str = "FINISHED"
-    extra_tags: dict[str, str] = field(default_factory=dict)
 
 
 def tracking_uri(cfg: TrackingConfig) -> str:
@@ -120,8 +119,7 @@ def log_run(cfg: TrackingConfig, record: RunRecord) -> str:
 
     client = client_for(cfg)
     experiment_id = ensure_experiment(cfg)
-    tags = {**record.tags, **record.extra_tags}
-    run = client.create_run(experiment_id, tags=tags, run_name=record.run_name)
+    run = client.create_run(experiment_id, tags=record.tags, run_name=record.run_name)
     run_id = str(run.info.run_id)
     try:
         params = [Param(k, v) for k, v in sorted(record.params.items())]

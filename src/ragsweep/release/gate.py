@@ -32,8 +32,8 @@ from ragsweep.release.thresholds import PROMOTED_BASELINE, Thresholds
 from ragsweep.report import markdown_table
 
 GATE_RUN_ENV = "RAGSWEEP_GATE_RUN"
-# Float noise allowed when comparing a value with a floor or a decline limit.
-_EPSILON = 1e-9
+# Float noise allowed when comparing a value with a floor, a decline limit or a drop.
+FLOAT_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def check_floors(metrics: Mapping[str, float], floors: Mapping[str, float]) -> l
         if value is None:
             message = f"{metric} is missing from the evaluation (floor {format_limit(floor)})"
             violations.append(Violation("floor", metric, message))
-        elif value < floor - _EPSILON:
+        elif value < floor - FLOAT_TOLERANCE:
             message = (
                 f"{metric} dropped to {_format_value(value, floor)} (floor {format_limit(floor)})"
             )
@@ -101,7 +101,7 @@ def check_decline(
         if metric not in baseline or metric not in metrics:
             continue
         fall = baseline[metric] - metrics[metric]
-        if fall > max_decline + _EPSILON:
+        if fall > max_decline + FLOAT_TOLERANCE:
             message = (
                 f"{metric} fell {fall:.3f} below {baseline_label} "
                 f"({baseline[metric]:.3f} → {metrics[metric]:.3f}; "

@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from ragsweep.release.errors import EvalLogError
-from ragsweep.release.gate import GateOutcome, run_gate
+from ragsweep.release.gate import FLOAT_TOLERANCE, GateOutcome, run_gate
 from ragsweep.release.store import TAG_PROMOTED_FROM, RunStore
 from ragsweep.release.thresholds import Thresholds, is_quality_metric
 
@@ -30,8 +30,6 @@ DEFAULT_DROP = 0.05
 NEEDS_REVIEW = "needs review"
 OK = "ok"
 LATENCY_KEYS = ("latency_ms_p50", "latency_ms_p95")
-# A fall of exactly `drop` must count even when float subtraction lands a hair below it.
-_EPSILON = 1e-9
 
 
 @dataclass(frozen=True)
@@ -89,7 +87,8 @@ def find_drops(
     return [
         Drop(metric, previous[metric], current[metric])
         for metric in sorted(set(previous) & set(current))
-        if previous[metric] - current[metric] >= drop - _EPSILON
+        # a fall of exactly `drop` counts even when float subtraction lands a hair below it
+        if previous[metric] - current[metric] >= drop - FLOAT_TOLERANCE
     ]
 
 

@@ -217,10 +217,9 @@ class SweepRuns:
             run_name=run_name,
             params=params,
             metrics={},
-            tags={**tags, "ragsweep.error": error[:MAX_TAG_VALUE]},
+            tags={**tags, "ragsweep.error": error[:MAX_TAG_VALUE], PARENT_TAG: self.parent_id},
             artifacts_dir=artifacts_dir,
             status="FAILED",
-            extra_tags={PARENT_TAG: self.parent_id},
         )
         return log_run(self.tracking, record)
 
