@@ -16,6 +16,7 @@ from ragsweep.index import (
     build_dense_index,
     scope_masker,
     top_k_indices,
+    top_k_rows,
 )
 from ragsweep.tokenize import TokenizerConfig, tokenize
 
@@ -32,6 +33,31 @@ def test_top_k_orders_by_score_then_index_and_drops_floor() -> None:
     assert top_k_indices(scores, 3, 0.0).tolist() == [1, 4, 0]
     assert top_k_indices(scores, 10, 0.0).tolist() == [1, 4, 0, 2]
     assert top_k_indices(scores, 10, -np.inf).tolist() == [1, 4, 0, 2, 3]
+
+
+@pytest.mark.parametrize("k", [1, 3, 8, 40])
+@pytest.mark.parametrize("min_score", [-np.inf, 0.0])
+def test_top_k_rows_gives_every_row_what_top_k_indices_gives_it(k: int, min_score: float) -> None:
+    rng = np.random.default_rng(5)
+    # Few distinct values make ties at the k-th place common; -inf marks out-of-scope
+    # chunks, and some rows have fewer than k chunks above the floor.
+    scores = rng.integers(-3, 4, size=(200, 30)).astype(np.float32) / 4
+    scores[rng.random(scores.shape) < 0.3] = -np.inf
+    scores[:5, 3:] = -np.inf
+    rows = top_k_rows(scores, k, min_score)
+    assert len(rows) == 200
+    for row, picked in zip(scores, rows, strict=True):
+        assert picked.tolist() == top_k_indices(row, k, min_score).tolist()
+
+
+def test_top_k_rows_of_distinct_scores_and_of_nothing() -> None:
+    scores = np.array([[0.1, 0.9, 0.5], [0.3, 0.2, 0.1]], dtype=np.float32)
+    assert [r.tolist() for r in top_k_rows(scores, 2, -np.inf)] == [[1, 2], [0, 1]]
+    assert top_k_rows(np.zeros((0, 3), dtype=np.float32), 2, 0.0) == []
+    assert [r.tolist() for r in top_k_rows(np.zeros((2, 0), dtype=np.float32), 2, 0.0)] == [
+        [],
+        [],
+    ]
 
 
 RAW = {"steps": []}
@@ -77,6 +103,17 @@ def test_dense_search_is_exact_cosine() -> None:
     (ranked,) = index.search([Query("abcdefghij")], 3, RAW)
     assert ranked.indices.tolist() == [0, 2, 1]
     assert ranked.scores[0] == pytest.approx(10 / np.sqrt(101), rel=1e-6)
+
+
+def test_dense_search_of_a_batch_respects_each_query_scope() -> None:
+    vectors = l2_normalize(np.array([[1, 0], [0, 1], [1, 1]], dtype=np.float32))
+    index = build_dense_index(vectors, FakeEncoder(DENSE_ID), provenance(DENSE_ID, 3))
+    only_second = np.array([False, True, False])
+    ranked = index.search(
+        [Query("abcdefghij"), Query("abcdefghij", only_second), Query("a")], 2, RAW
+    )
+    assert [r.indices.tolist() for r in ranked] == [[0, 2], [1], [2, 0]]  # 0 ties 1: by index
+    assert all(r.seconds == ranked[0].seconds > 0 for r in ranked)  # the batch's share
 
 
 @pytest.mark.parametrize("field", ["version", "dimension", "normalized", "name", "digest"])

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -11,13 +12,16 @@ from ragsweep.metrics import (
     METRIC_DEFINITIONS,
     case_metrics,
     coverage_at_k,
+    coverage_of,
+    evidence_union,
     hit_at_k,
     mean_by_key,
+    metrics_per_case,
     ndcg_at_k,
     recall_at_k,
     reciprocal_rank,
 )
-from ragsweep.relevance import Interval, span_hits_by_rank
+from ragsweep.relevance import Interval, IntervalBatch, SpanHits, doc_codes, span_hits_by_rank
 
 KS = (1, 3, 5, 10)
 N_RANDOM_CASES = 240
@@ -26,6 +30,23 @@ TOLERANCE = 1e-9
 
 def _dcg(ranks: list[int]) -> float:
     return sum(1.0 / math.log2(rank + 1) for rank in ranks)
+
+
+def _one(hits: list[frozenset[int]], n_spans: int) -> SpanHits:
+    """A batch of one case."""
+    return SpanHits.from_sets([hits], [n_spans])
+
+
+def _value(metric: object, hits: list[frozenset[int]], n_spans: int, *k: int) -> float:
+    """``metric`` of one case given as per-rank span sets."""
+    return float(metric(_one(hits, n_spans), *k)[0])  # type: ignore[operator]
+
+
+def _coverage(ranked: Sequence[Interval], spans: Sequence[Interval], k: int) -> float:
+    codes = doc_codes(ranked, spans)
+    batch = IntervalBatch.from_rows([ranked], codes)
+    evidence = IntervalBatch.from_rows(evidence_union([spans]), codes)
+    return float(coverage_at_k(batch, evidence, k)[0])
 
 
 # --- cross-check against trec_eval -------------------------------------------------------
@@ -151,16 +172,39 @@ def test_case_metrics_match_trec_eval_per_query() -> None:
             assert value == pytest.approx(expected[name], abs=TOLERANCE), (index, case, name)
 
 
-def test_single_metric_functions_match_trec_eval_per_query() -> None:
+def test_metric_functions_match_trec_eval_on_one_batch_of_every_case() -> None:
+    # One batch of rankings of different lengths and cases with 1-5 spans: the padding of
+    # short rankings and of unused span slots must not change any case's value.
     cases = _cross_check_cases()
     trec = _trec_results(cases)
-    for index, case in enumerate(cases):
-        hits, n, expected = case.expected_hits(), case.n_spans, trec[f"q{index}"]
-        assert reciprocal_rank(hits, n) == pytest.approx(expected["recip_rank"], abs=TOLERANCE)
-        for k in KS:
-            assert hit_at_k(hits, n, k) == pytest.approx(expected[f"success_{k}"], abs=TOLERANCE)
-            assert recall_at_k(hits, n, k) == pytest.approx(expected[f"recall_{k}"], abs=TOLERANCE)
-            assert ndcg_at_k(hits, n, k) == pytest.approx(expected[f"ndcg_cut_{k}"], abs=TOLERANCE)
+    batch = SpanHits.from_sets([c.expected_hits() for c in cases], [c.n_spans for c in cases])
+    expected = [trec[f"q{i}"] for i in range(len(cases))]
+    _assert_per_case(reciprocal_rank(batch), [e["recip_rank"] for e in expected])
+    for k in KS:
+        _assert_per_case(hit_at_k(batch, k), [e[f"success_{k}"] for e in expected])
+        _assert_per_case(recall_at_k(batch, k), [e[f"recall_{k}"] for e in expected])
+        _assert_per_case(ndcg_at_k(batch, k), [e[f"ndcg_cut_{k}"] for e in expected])
+
+
+def test_metrics_per_case_on_interval_batches_match_trec_eval() -> None:
+    cases = _cross_check_cases()
+    trec = _trec_results(cases)
+    ranked, spans = [c.ranked() for c in cases], [c.spans() for c in cases]
+    codes = doc_codes(*ranked, *spans)
+    values = metrics_per_case(
+        IntervalBatch.from_rows(ranked, codes),
+        IntervalBatch.from_rows(spans, codes),
+        IntervalBatch.from_rows(evidence_union(spans), codes),
+        KS,
+        1.0,
+    )
+    for index in range(len(cases)):
+        ours = _as_trec_names({name: float(array[index]) for name, array in values.items()})
+        assert ours == pytest.approx(trec[f"q{index}"], abs=TOLERANCE), index
+
+
+def _assert_per_case(ours: object, expected: list[float]) -> None:
+    assert list(ours) == pytest.approx(expected, abs=TOLERANCE)  # type: ignore[call-overload]
 
 
 # --- hand-computed cases -----------------------------------------------------------------
@@ -180,43 +224,43 @@ def test_seed_example_relevant_a_and_c_ranking_b_a_c() -> None:
 
 def test_chunk_hitting_two_spans_counts_both_for_recall_but_gains_once() -> None:
     hits = [frozenset({0, 1}), frozenset()]
-    assert recall_at_k(hits, 2, 1) == 1.0
-    assert hit_at_k(hits, 2, 1) == 1.0
+    assert _value(recall_at_k, hits, 2, 1) == 1.0
+    assert _value(hit_at_k, hits, 2, 1) == 1.0
     # gain 1 at rank 1; the ideal places two hits, at ranks 1 and 2
-    assert ndcg_at_k(hits, 2, 3) == pytest.approx(_dcg([1]) / _dcg([1, 2]))
+    assert _value(ndcg_at_k, hits, 2, 3) == pytest.approx(_dcg([1]) / _dcg([1, 2]))
     # at k=1 the ideal is min(n_spans, k) = 1 hit
-    assert ndcg_at_k(hits, 2, 1) == 1.0
-    assert recall_at_k([frozenset({0, 1})], 3, 1) == pytest.approx(2 / 3)
+    assert _value(ndcg_at_k, hits, 2, 1) == 1.0
+    assert _value(recall_at_k, [frozenset({0, 1})], 3, 1) == pytest.approx(2 / 3)
 
 
 def test_repeat_hits_of_one_span_count_once() -> None:
     hits = [frozenset({0}), frozenset({0}), frozenset({1}), frozenset({0, 1})]
-    assert recall_at_k(hits, 3, 2) == pytest.approx(1 / 3)
-    assert recall_at_k(hits, 3, 4) == pytest.approx(2 / 3)
-    assert ndcg_at_k(hits, 3, 4) == pytest.approx(_dcg([1, 3]) / _dcg([1, 2, 3]))
-    assert reciprocal_rank(hits, 3) == 1.0
+    assert _value(recall_at_k, hits, 3, 2) == pytest.approx(1 / 3)
+    assert _value(recall_at_k, hits, 3, 4) == pytest.approx(2 / 3)
+    assert _value(ndcg_at_k, hits, 3, 4) == pytest.approx(_dcg([1, 3]) / _dcg([1, 2, 3]))
+    assert _value(reciprocal_rank, hits, 3) == 1.0
 
 
 def test_new_span_next_to_a_repeat_still_gains() -> None:
     hits = [frozenset({0}), frozenset({0, 1})]
-    assert ndcg_at_k(hits, 2, 2) == 1.0
+    assert _value(ndcg_at_k, hits, 2, 2) == 1.0
 
 
 def test_k_larger_than_the_ranking() -> None:
     hits = [frozenset(), frozenset({2})]
-    assert hit_at_k(hits, 3, 10) == 1.0
-    assert recall_at_k(hits, 3, 10) == pytest.approx(1 / 3)
-    assert ndcg_at_k(hits, 3, 10) == pytest.approx(_dcg([2]) / _dcg([1, 2, 3]))
-    assert hit_at_k([], 3, 10) == 0.0
-    assert recall_at_k([], 3, 10) == 0.0
-    assert ndcg_at_k([], 3, 10) == 0.0
-    assert reciprocal_rank([], 3) == 0.0
+    assert _value(hit_at_k, hits, 3, 10) == 1.0
+    assert _value(recall_at_k, hits, 3, 10) == pytest.approx(1 / 3)
+    assert _value(ndcg_at_k, hits, 3, 10) == pytest.approx(_dcg([2]) / _dcg([1, 2, 3]))
+    assert _value(hit_at_k, [], 3, 10) == 0.0
+    assert _value(recall_at_k, [], 3, 10) == 0.0
+    assert _value(ndcg_at_k, [], 3, 10) == 0.0
+    assert _value(reciprocal_rank, [], 3) == 0.0
 
 
 def test_reciprocal_rank_looks_past_every_cutoff() -> None:
     hits = [frozenset()] * 11 + [frozenset({0})]
-    assert reciprocal_rank(hits, 1) == pytest.approx(1 / 12)
-    assert hit_at_k(hits, 1, 10) == 0.0
+    assert _value(reciprocal_rank, hits, 1) == pytest.approx(1 / 12)
+    assert _value(hit_at_k, hits, 1, 10) == 0.0
 
 
 class TestCoverage:
@@ -232,10 +276,26 @@ class TestCoverage:
         [(1, 15 / 40), (2, 25 / 40), (3, 25 / 40), (4, 30 / 40), (5, 35 / 40), (6, 1.0), (9, 1.0)],
     )
     def test_counts_each_evidence_character_once(self, k: int, expected: float) -> None:
-        assert coverage_at_k(self.RANKED, self.SPANS, k) == pytest.approx(expected)
+        assert _coverage(self.RANKED, self.SPANS, k) == pytest.approx(expected)
 
     def test_empty_ranking_covers_nothing(self) -> None:
-        assert coverage_at_k([], self.SPANS, 5) == 0.0
+        assert _coverage([], self.SPANS, 5) == 0.0
+        assert coverage_of([], self.SPANS) == 0.0
+
+    def test_coverage_of_uses_the_whole_ranking(self) -> None:
+        assert coverage_of(self.RANKED[:4], self.SPANS) == pytest.approx(30 / 40)
+
+    def test_matches_counting_characters_on_random_cases(self) -> None:
+        rng = random.Random(7)
+        rows = [_random_intervals(rng, rng.randint(0, 8)) for _ in range(300)]
+        span_rows = [_random_intervals(rng, rng.randint(1, 4)) for _ in range(300)]
+        codes = doc_codes(*rows, *span_rows)
+        batch = IntervalBatch.from_rows(rows, codes)
+        evidence = IntervalBatch.from_rows(evidence_union(span_rows), codes)
+        for k in (1, 3, 8):
+            ours = coverage_at_k(batch, evidence, k)
+            expected = [_counted_coverage(r[:k], s) for r, s in zip(rows, span_rows, strict=True)]
+            assert list(ours) == pytest.approx(expected, abs=1e-12), k
 
     def test_coverage_differs_from_recall_on_partial_overlap(self) -> None:
         metrics = case_metrics([("a", 0, 25)], [("a", 10, 30)], (1,), 1.0)
@@ -244,11 +304,25 @@ class TestCoverage:
 
     def test_rejects_no_spans(self) -> None:
         with pytest.raises(ValueError, match="at least one evidence span"):
-            coverage_at_k([("a", 0, 10)], [], 1)
+            coverage_of([("a", 0, 10)], [])
+        with pytest.raises(ValueError, match="at least one evidence span"):
+            _coverage([("a", 0, 10)], [], 1)
 
     def test_rejects_empty_span(self) -> None:
         with pytest.raises(ValueError, match="start < end"):
-            coverage_at_k([("a", 0, 10)], [("a", 5, 5)], 1)
+            _coverage([("a", 0, 10)], [("a", 5, 5)], 1)
+
+
+def _random_intervals(rng: random.Random, n: int) -> list[Interval]:
+    starts = [rng.randrange(0, 60) for _ in range(n)]
+    return [(rng.choice("ab"), s, s + rng.randint(1, 25)) for s in starts]
+
+
+def _counted_coverage(ranked: Sequence[Interval], spans: Sequence[Interval]) -> float:
+    """Coverage by brute force: sets of (doc, character) pairs."""
+    evidence = {(d, i) for d, s, e in spans for i in range(s, e)}
+    covered = {(d, i) for d, s, e in ranked for i in range(s, e)}
+    return len(evidence & covered) / len(evidence)
 
 
 # --- case_metrics, validation, averaging --------------------------------------------------
@@ -286,21 +360,21 @@ def test_case_metrics_rejects_unanswerable_case() -> None:
 def test_rejects_cutoff_below_one(k: int) -> None:
     for metric in (hit_at_k, recall_at_k, ndcg_at_k):
         with pytest.raises(ValueError, match="k="):
-            metric([frozenset({0})], 1, k)
+            metric(_one([frozenset({0})], 1), k)
     with pytest.raises(ValueError, match="k="):
-        coverage_at_k([("a", 0, 10)], [("a", 0, 5)], k)
+        _coverage([("a", 0, 10)], [("a", 0, 5)], k)
 
 
 def test_rejects_zero_spans() -> None:
     with pytest.raises(ValueError, match="n_spans=0"):
-        recall_at_k([], 0, 1)
+        recall_at_k(_one([], 0), 1)
     with pytest.raises(ValueError, match="n_spans=0"):
-        reciprocal_rank([], 0)
+        reciprocal_rank(_one([], 0))
 
 
 def test_rejects_span_index_out_of_range() -> None:
     with pytest.raises(ValueError, match="out of range"):
-        recall_at_k([frozenset({2})], 2, 1)
+        _one([frozenset({2})], 2)
 
 
 def test_every_metric_family_has_a_definition() -> None:

@@ -1,8 +1,21 @@
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 
-from ragsweep.relevance import chunk_hits_span, interval_length, overlap_chars, span_hits_by_rank
+from ragsweep.relevance import (
+    PADDING,
+    Interval,
+    IntervalBatch,
+    chunk_hits_span,
+    doc_codes,
+    interval_length,
+    overlap_chars,
+    span_hits,
+    span_hits_by_rank,
+)
 
 
 @pytest.mark.parametrize(
@@ -109,3 +122,74 @@ def test_span_hits_by_rank_with_half_overlap() -> None:
 
 def test_span_hits_by_rank_empty_ranking() -> None:
     assert span_hits_by_rank([], [("a", 0, 10)], 1.0) == []
+
+
+# --- batches -------------------------------------------------------------------------------
+
+
+def _rule(chunk: Interval, span: Interval, fraction: float) -> bool:
+    """The hit rule written out for one pair, independently of the batch code."""
+    shared = max(0, min(chunk[2], span[2]) - max(chunk[1], span[1]))
+    shorter = min(chunk[2] - chunk[1], span[2] - span[1])
+    return chunk[0] == span[0] and shared / shorter >= fraction
+
+
+def _random_row(rng: random.Random, n: int) -> list[Interval]:
+    rows = []
+    for _ in range(n):
+        start = rng.randrange(0, 80)
+        rows.append((rng.choice(["a", "b", "c"]), start, start + rng.randint(1, 40)))
+    return rows
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5, 0.14])
+def test_batch_matches_the_rule_pair_by_pair(fraction: float) -> None:
+    rng = random.Random(11)
+    rankings = [_random_row(rng, rng.randint(0, 7)) for _ in range(200)]
+    span_rows = [_random_row(rng, rng.randint(1, 4)) for _ in range(200)]
+    codes = doc_codes(*rankings, *span_rows)
+    hits = span_hits(
+        IntervalBatch.from_rows(rankings, codes),
+        IntervalBatch.from_rows(span_rows, codes),
+        fraction,
+    )
+    assert hits.hits.shape == (200, 7, 4)
+    assert hits.n_spans.tolist() == [len(s) for s in span_rows]
+    for case, (ranking, spans) in enumerate(zip(rankings, span_rows, strict=True)):
+        expected = [
+            frozenset(j for j, span in enumerate(spans) if _rule(chunk, span, fraction))
+            for chunk in ranking
+        ]
+        padding = [frozenset()] * (7 - len(ranking))
+        assert hits.sets(case) == expected + padding, case
+
+
+def test_documents_are_compared_by_code() -> None:
+    codes = doc_codes([("x", 0, 10), ("a", 0, 10)], [("y", 0, 5), ("a", 0, 5)])
+    ranked = IntervalBatch.from_rows([[("x", 0, 10), ("a", 0, 10)]], codes)
+    spans = IntervalBatch.from_rows([[("y", 0, 5), ("a", 0, 5)]], codes)
+    assert span_hits(ranked, spans, 0.5).sets(0) == [frozenset(), frozenset({1})]
+    with pytest.raises(ValueError, match="document 'z' has no code"):
+        IntervalBatch.from_rows([[("z", 0, 1)]], codes)
+
+
+def test_take_picks_rows_from_a_chunk_table() -> None:
+    codes = {"a": 0, "b": 1}
+    table = IntervalBatch.from_rows([[("a", 0, 10), ("b", 5, 9), ("a", 20, 30)]], codes)
+    picked = IntervalBatch.take(table, np.array([[2, 0, -1], [1, -1, -1]]))
+    assert picked.doc.tolist() == [[0, 0, PADDING], [1, PADDING, PADDING]]
+    assert picked.start.tolist() == [[20, 0, 0], [5, 0, 0]]
+    assert picked.end.tolist() == [[30, 10, 0], [9, 0, 0]]
+    assert picked.present.tolist() == [[True, True, False], [True, False, False]]
+
+
+def test_batches_must_have_the_same_rows() -> None:
+    one = IntervalBatch.from_rows([[("a", 0, 1)]], {"a": 0})
+    two = IntervalBatch.from_rows([[("a", 0, 1)], [("a", 0, 1)]], {"a": 0})
+    with pytest.raises(ValueError, match="1 rankings but 2 span rows"):
+        span_hits(one, two, 1.0)
+
+
+def test_from_rows_rejects_an_empty_interval() -> None:
+    with pytest.raises(ValueError, match="start < end"):
+        IntervalBatch.from_rows([[("a", 3, 3)]], {"a": 0})

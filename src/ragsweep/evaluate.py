@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from itertools import islice
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -17,16 +18,20 @@ from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
 from ragsweep.golden import GoldenCase
 from ragsweep.index import Index, Query, Ranked
-from ragsweep.metrics import case_metrics, mean_by_key
+from ragsweep.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.preprocess import Preprocessor
 from ragsweep.progress import progress_bar
+from ragsweep.relevance import IntervalBatch, doc_codes
 
 SEARCH_BATCH = 256
 
 
-@dataclass(frozen=True)
-class RetrievedChunk:
-    """One retrieved chunk of a case, with its source span and score."""
+class RetrievedChunk(NamedTuple):
+    """One retrieved chunk of a case, with its source span and score.
+
+    A named tuple rather than a dataclass: a run creates one per case and rank (tens of
+    thousands), and tuples are much cheaper to build.
+    """
 
     chunk_id: str
     doc: str
@@ -48,6 +53,15 @@ class CaseResult:
     seconds: float
 
     def to_json(self) -> dict[str, Any]:
+        """The ``cases.jsonl`` row. ``retrieved`` is stored by column (rank 1 first), e.g.
+        ``{"chunk_id": [...], "doc": [...], "start": [...], "end": [...], "score": [...]}``:
+        a row of ten ``{"chunk_id": ..., "score": ...}`` objects per case took longer to
+        encode than scoring the run, and doubled the file's size."""
+        columns = (
+            zip(*self.retrieved, strict=True)
+            if self.retrieved
+            else ((),) * len(RetrievedChunk._fields)
+        )
         return {
             "id": self.id,
             "type": self.type,
@@ -55,7 +69,7 @@ class CaseResult:
             "answerable": self.answerable,
             "metrics": self.metrics,
             "latency_ms": round(self.seconds * 1000, 3),
-            "retrieved": [vars(r) for r in self.retrieved],
+            "retrieved": dict(zip(RetrievedChunk._fields, columns, strict=True)),
         }
 
     @classmethod
@@ -67,9 +81,17 @@ class CaseResult:
             split=row["split"],
             answerable=row["answerable"],
             metrics=row["metrics"],
-            retrieved=tuple(RetrievedChunk(**r) for r in row["retrieved"]),
+            retrieved=_retrieved_from_json(row["retrieved"]),
             seconds=row["latency_ms"] / 1000,
         )
+
+
+def _retrieved_from_json(value: Any) -> tuple[RetrievedChunk, ...]:
+    if isinstance(value, Mapping):
+        columns = (value[name] for name in RetrievedChunk._fields)
+        return tuple(RetrievedChunk(*row) for row in zip(*columns, strict=True))
+    # cases.jsonl written before ragsweep stored ``retrieved`` by column: a list of objects
+    return tuple(RetrievedChunk(**chunk) for chunk in value)
 
 
 def retrieve(
@@ -90,30 +112,81 @@ def retrieve(
     return ranked
 
 
-def score_case(
-    case: GoldenCase, ranked: Ranked, chunks: Sequence[Chunk], cfg: EvalConfig
-) -> CaseResult:
-    """Per-case metrics from one ranking (None for unanswerable cases)."""
-    hits = [chunks[int(i)] for i in ranked.indices]
-    retrieved = tuple(
-        RetrievedChunk(c.id, c.doc, c.start, c.end, round(float(s), 6))
-        for c, s in zip(hits, ranked.scores, strict=True)
-    )
-    metrics = None
-    if case.answerable:
-        spans = [(e.doc, e.start, e.end) for e in case.evidence]
-        metrics = case_metrics(
-            [(c.doc, c.start, c.end) for c in hits], spans, cfg.ks, cfg.min_span_overlap
+def score_cases(
+    cases: Sequence[GoldenCase], ranked: Sequence[Ranked], chunks: Sequence[Chunk], cfg: EvalConfig
+) -> tuple[CaseResult, ...]:
+    """One result per case, in order: its retrieved chunks and, for answerable cases, its
+    metrics (None for unanswerable cases). ``ranked[i]`` is the ranking of ``cases[i]``
+    and holds indices into ``chunks``."""
+    if len(ranked) != len(cases):
+        raise ValueError(f"{len(ranked)} rankings for {len(cases)} cases")
+    metrics = _answerable_metrics(cases, ranked, chunks, cfg)
+    retrieved = _retrieved(ranked, chunks)
+    return tuple(
+        CaseResult(
+            id=case.id,
+            type=case.type,
+            split=case.split,
+            answerable=case.answerable,
+            metrics=metrics.get(i),
+            retrieved=retrieved[i],
+            seconds=ranking.seconds,
         )
-    return CaseResult(
-        id=case.id,
-        type=case.type,
-        split=case.split,
-        answerable=case.answerable,
-        metrics=metrics,
-        retrieved=retrieved,
-        seconds=ranked.seconds,
+        for i, (case, ranking) in enumerate(zip(cases, ranked, strict=True))
     )
+
+
+def _retrieved(
+    ranked: Sequence[Ranked], chunks: Sequence[Chunk]
+) -> list[tuple[RetrievedChunk, ...]]:
+    """Each ranking's chunks with their scores rounded to 6 places (converted in one pass
+    over all rankings: per-ranking numpy calls would cost more than the scoring)."""
+    ids, docs = [c.id for c in chunks], [c.doc for c in chunks]
+    starts, ends = [c.start for c in chunks], [c.end for c in chunks]
+    lengths = [len(r.indices) for r in ranked]
+    flat_indices = np.concatenate([r.indices for r in ranked] or [np.empty(0, np.int64)])
+    flat_scores = np.concatenate([r.scores for r in ranked] or [np.empty(0)])
+    pairs = iter(
+        zip(
+            flat_indices.tolist(),
+            np.round(flat_scores.astype(np.float64), 6).tolist(),
+            strict=True,
+        )
+    )
+    return [
+        tuple(
+            RetrievedChunk(ids[i], docs[i], starts[i], ends[i], score)
+            for i, score in islice(pairs, n)
+        )
+        for n in lengths
+    ]
+
+
+def _answerable_metrics(
+    cases: Sequence[GoldenCase], ranked: Sequence[Ranked], chunks: Sequence[Chunk], cfg: EvalConfig
+) -> dict[int, dict[str, float]]:
+    """Metrics of the answerable cases, keyed by their position in ``cases``; all of them
+    are computed in one batch (see :mod:`ragsweep.metrics`)."""
+    positions = [i for i, case in enumerate(cases) if case.answerable]
+    if not positions:
+        return {}
+    spans = [[(e.doc, e.start, e.end) for e in cases[i].evidence] for i in positions]
+    table = [(c.doc, c.start, c.end) for c in chunks]
+    codes = doc_codes(table, *spans)
+    depth = max(1, *(len(ranked[i].indices) for i in positions))
+    indices = np.full((len(positions), depth), -1, dtype=np.int64)
+    for row, i in enumerate(positions):
+        indices[row, : len(ranked[i].indices)] = ranked[i].indices
+    columns = metrics_per_case(
+        IntervalBatch.take(IntervalBatch.from_rows([table], codes), indices),
+        IntervalBatch.from_rows(spans, codes),
+        IntervalBatch.from_rows(evidence_union(spans), codes),
+        cfg.ks,
+        cfg.min_span_overlap,
+    )
+    names = list(columns)
+    rows = zip(*(columns[name].tolist() for name in names), strict=True)
+    return {i: dict(zip(names, row, strict=True)) for i, row in zip(positions, rows, strict=True)}
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,8 @@ class Query:
 @dataclass(frozen=True)
 class Ranked:
     """Top-k result of one query: chunk indices (best first), their scores, and the search
-    time of the query in seconds (scoring + selection; query embedding excluded)."""
+    time of the query in seconds (scoring + selection; query embedding excluded; for a
+    dense index the amortized share of a batch, see :class:`DenseIndex`)."""
 
     indices: np.ndarray
     scores: np.ndarray
@@ -93,6 +94,29 @@ def top_k_indices(scores: np.ndarray, k: int, min_score: float) -> np.ndarray:
     return candidates[order][:k]
 
 
+def top_k_rows(scores: np.ndarray, k: int, min_score: float) -> list[np.ndarray]:
+    """:func:`top_k_indices` of every row of ``scores`` (queries x chunks), in one pass.
+
+    Rows whose k-th best score is tied with a score outside the top k, and rows with fewer
+    than k scores above ``min_score``, go through :func:`top_k_indices` one by one, so
+    every row gets exactly what :func:`top_k_indices` gives it.
+    """
+    n_rows, n_cols = scores.shape
+    if n_rows == 0 or n_cols == 0 or k < 1:
+        return [np.empty(0, dtype=np.int64) for _ in range(n_rows)]
+    width = min(k, n_cols)
+    part = np.argpartition(scores, n_cols - width, axis=1)[:, n_cols - width :]
+    values = np.take_along_axis(scores, part, axis=1)
+    kth = values.min(axis=1)
+    plain = ((scores >= kth[:, None]).sum(axis=1) == width) & (kth > min_score)
+    order = np.lexsort((part, -values), axis=1)
+    ranked = np.take_along_axis(part, order, axis=1)
+    return [
+        ranked[row] if plain[row] else top_k_indices(scores[row], k, min_score)
+        for row in range(n_rows)
+    ]
+
+
 def _select(scores: np.ndarray, query: Query, k: int, min_score: float) -> np.ndarray:
     if query.allowed is not None:
         scores = np.where(query.allowed, scores, -np.inf)
@@ -111,8 +135,11 @@ class QueryEmbedder(Protocol):
 class DenseIndex:
     """Exact cosine search: vectors are L2-normalized, so the dot product is the cosine.
 
-    Query embedding happens once for all queries before the timed per-query search;
-    ``Ranked.seconds`` is the scoring and top-k selection time of one query.
+    Query embedding happens once for all queries before the timed search. The queries of
+    one ``search`` call are scored with one matrix product and selected together, so
+    ``Ranked.seconds`` is that call's scoring and top-k selection time divided by its
+    number of queries: an amortized per-query time (:func:`ragsweep.evaluate.retrieve`
+    passes batches of ``SEARCH_BATCH`` queries).
     """
 
     provenance: IndexProvenance
@@ -128,13 +155,16 @@ class DenseIndex:
     ) -> list[Ranked]:
         self.provenance.check_query_side(self.query_model, query_preprocess)
         query_vectors = self.embedder.embed([q.text for q in queries])
-        results: list[Ranked] = []
-        for query, vector in zip(queries, query_vectors, strict=True):
-            started = time.perf_counter()
-            scores = self.vectors @ vector
-            indices = _select(scores, query, top_k, -np.inf)
-            results.append(Ranked(indices, scores[indices], time.perf_counter() - started))
-        return results
+        started = time.perf_counter()
+        # np.asarray: a plain view of a memory-mapped index, without np.memmap's per-call
+        # subclass overhead.
+        scores = query_vectors @ np.asarray(self.vectors).T
+        for row, query in enumerate(queries):
+            if query.allowed is not None:
+                scores[row, ~query.allowed] = -np.inf
+        picked = top_k_rows(scores, top_k, -np.inf)
+        each = (time.perf_counter() - started) / max(1, len(queries))
+        return [Ranked(indices, scores[row, indices], each) for row, indices in enumerate(picked)]
 
 
 @dataclass

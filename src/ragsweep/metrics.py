@@ -1,20 +1,29 @@
 """Per-query retrieval metrics over evidence spans, and their averaging.
 
-Each metric is one small function computing the value for a single query (case). Averaging
-over cases is a separate step (:func:`mean_by_key`). The rank-based metrics take ``hits``, the
-output of :func:`ragsweep.relevance.span_hits_by_rank`: for each retrieved chunk, rank 1
-first, the indices of the evidence spans it hits; ``n_spans`` is the number of evidence spans
-of the case (at least 1). A span hit at several ranks counts once, at its first rank. Ranks
-past the end of the retrieved list count as misses. The exact definitions are in
-docs/metrics.md.
+Each metric is one small function that computes its value for every case of a batch at once
+and returns a per-case array (shape ``(n_cases,)``, float64). Averaging over cases is a
+separate step (:func:`mean_by_key`). The rank-based metrics take a
+:class:`~ragsweep.relevance.SpanHits`: for each case, rank and evidence span, whether that
+rank's chunk hits that span. A span hit at several ranks counts once, at its first rank.
+Ranks past the end of a case's retrieved list count as misses. Every case must have at least
+one evidence span. The exact definitions are in docs/metrics.md.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from ragsweep.relevance import Interval, interval_length, overlap_chars, span_hits_by_rank
+import numpy as np
+
+from ragsweep.relevance import (
+    PADDING,
+    Interval,
+    IntervalBatch,
+    SpanHits,
+    doc_codes,
+    span_hits,
+)
 
 METRIC_DEFINITIONS: dict[str, str] = {
     "hit_at_k": (
@@ -41,64 +50,128 @@ METRIC_DEFINITIONS: dict[str, str] = {
 }
 
 
-def hit_at_k(hits: Sequence[frozenset[int]], n_spans: int, k: int) -> float:
-    """1.0 if any of the top ``k`` chunks hits any evidence span, else 0.0 (Success@k)."""
-    _check_cutoff(n_spans, k)
-    return 1.0 if any(hits[:k]) else 0.0
+def hit_at_k(h: SpanHits, k: int) -> np.ndarray:
+    """Per case, 1.0 if any of the top ``k`` chunks hits any evidence span, else 0.0
+    (Success@k)."""
+    _check_cutoff(h, k)
+    return np.any(h.hits[:, :k], axis=(1, 2)).astype(np.float64)
 
 
-def recall_at_k(hits: Sequence[frozenset[int]], n_spans: int, k: int) -> float:
-    """Fraction of the ``n_spans`` evidence spans hit within the top ``k`` chunks."""
-    _check_cutoff(n_spans, k)
-    return len(_spans_hit(hits[:k], n_spans)) / n_spans
+def recall_at_k(h: SpanHits, k: int) -> np.ndarray:
+    """Per case, the fraction of its ``n_spans`` evidence spans hit within the top ``k``."""
+    _check_cutoff(h, k)
+    return h.hits[:, :k].any(axis=1).sum(axis=1) / h.n_spans
 
 
-def ndcg_at_k(hits: Sequence[frozenset[int]], n_spans: int, k: int) -> float:
-    """Binary nDCG@k with per-span deduplication.
+def ndcg_at_k(h: SpanHits, k: int) -> np.ndarray:
+    """Per case, binary nDCG@k with per-span deduplication.
 
     Rank i (1-based) has gain 1 if its chunk hits at least one span not hit at a rank above
     it, else 0; DCG = sum of gain_i / log2(i + 1). The ideal DCG places one new span at each
     of the first min(n_spans, k) ranks.
     """
-    _check_cutoff(n_spans, k)
-    dcg = sum(_discount(rank) for rank in _ranks_with_new_spans(hits[:k], n_spans))
-    ideal = sum(_discount(rank) for rank in range(1, min(n_spans, k) + 1))
+    _check_cutoff(h, k)
+    top = h.hits[:, :k]
+    discounts = 1.0 / np.log2(np.arange(2, k + 2))
+    dcg = (_first_hit_ranks(top) * discounts[: top.shape[1]]).sum(axis=1)
+    ideal = np.cumsum(discounts)[np.minimum(h.n_spans, k) - 1]
     return dcg / ideal
 
 
-def reciprocal_rank(hits: Sequence[frozenset[int]], n_spans: int) -> float:
-    """1 / rank of the first chunk hitting any span, over the whole list; 0.0 if none does."""
-    _check_n_spans(n_spans)
-    for rank, spans_hit in enumerate(hits, start=1):
-        if spans_hit:
-            _check_span_indices(spans_hit, n_spans)
-            return 1.0 / rank
-    return 0.0
+def reciprocal_rank(h: SpanHits) -> np.ndarray:
+    """Per case, 1 / rank of the first chunk hitting any span, over the whole retrieved
+    list; 0.0 if none does."""
+    _check_n_spans(h)
+    any_span = h.hits.any(axis=2)
+    first = any_span.argmax(axis=1)
+    return np.where(np.any(any_span, axis=1), 1.0 / (first + 1), 0.0)
 
 
-def coverage_at_k(ranked: Sequence[Interval], spans: Sequence[Interval], k: int) -> float:
-    """Fraction of evidence characters covered by the top ``k`` chunks.
+def coverage_at_k(ranked: IntervalBatch, evidence: IntervalBatch, k: int) -> np.ndarray:
+    """Per case, the fraction of evidence characters covered by the top ``k`` chunks.
 
-    Evidence characters are the union of the spans' character intervals per document, so
-    overlapping spans are not counted twice; likewise overlapping chunks cover a character
-    once. Both are ``(doc, start, end)`` tuples with end-exclusive character offsets.
+    ``evidence`` must be the union of each case's spans per document, as sorted disjoint
+    intervals (:func:`evidence_union`), so overlapping spans count once; overlapping chunks
+    likewise cover a character once. Raises ValueError for a case without evidence.
     """
-    if not spans:
-        raise ValueError("coverage needs at least one evidence span")
     _check_k(k)
-    return _covered_fraction(_union_by_doc(spans), ranked[:k])
+    total = np.where(evidence.present, evidence.end - evidence.start, 0).sum(axis=1)
+    if (total == 0).any():
+        raise ValueError("coverage needs at least one evidence span per case")
+    return _covered_chars(ranked, evidence, k) / total
 
 
-def _covered_fraction(
-    evidence: dict[str, list[tuple[int, int]]], chunks: Sequence[Interval]
-) -> float:
-    """Fraction of the evidence union's characters inside the union of ``chunks``."""
-    retrieved = _union_by_doc(chunks)
-    covered = sum(
-        _intersection_length(intervals, retrieved.get(doc, []))
-        for doc, intervals in evidence.items()
+def _covered_chars(ranked: IntervalBatch, evidence: IntervalBatch, k: int) -> np.ndarray:
+    """Per case, characters of ``evidence`` inside the union of the top ``k`` chunks.
+
+    Each chunk is clipped to each evidence interval (shape ``(cases, evidence, k)``); the
+    clipped pieces are sorted by start and swept left to right, each adding what lies past
+    the furthest end seen so far. Pieces that miss become empty intervals at the evidence
+    start, which add nothing.
+    """
+    e_start, e_end = evidence.start[:, :, None], evidence.end[:, :, None]
+    c_start, c_end = ranked.start[:, None, :k], ranked.end[:, None, :k]
+    lo, hi = np.maximum(c_start, e_start), np.minimum(c_end, e_end)
+    same_doc = (ranked.doc[:, None, :k] == evidence.doc[:, :, None]) & (
+        evidence.doc[:, :, None] != PADDING
     )
-    return covered / sum(_total_length(intervals) for intervals in evidence.values())
+    piece = same_doc & (hi > lo)
+    lo, hi = np.where(piece, lo, e_start), np.where(piece, hi, e_start)
+    order = np.argsort(lo, axis=2, kind="stable")
+    lo, hi = np.take_along_axis(lo, order, 2), np.take_along_axis(hi, order, 2)
+    furthest = np.maximum.accumulate(hi, axis=2)
+    before = np.concatenate([e_start, furthest[:, :, :-1]], axis=2)
+    return np.maximum(0, hi - np.maximum(lo, before)).sum(axis=(1, 2))
+
+
+def _first_hit_ranks(top: np.ndarray) -> np.ndarray:
+    """Boolean ``(cases, ranks)``: True at the ranks where some span is hit for the first
+    time (the ranks that gain in nDCG)."""
+    gains = np.zeros(top.shape[:2], dtype=bool)
+    hit = top.any(axis=1)
+    cases, spans = np.nonzero(hit)
+    gains[cases, top.argmax(axis=1)[cases, spans]] = True
+    return gains
+
+
+def evidence_union(rows: Sequence[Sequence[Interval]]) -> list[list[Interval]]:
+    """Per case, the union of its spans per document as sorted, disjoint intervals."""
+    return [_union(row) for row in rows]
+
+
+def _union(intervals: Sequence[Interval]) -> list[Interval]:
+    merged: list[Interval] = []
+    for doc, start, end in sorted(intervals):
+        if merged and merged[-1][0] == doc and start <= merged[-1][2]:
+            merged[-1] = (doc, merged[-1][1], max(merged[-1][2], end))
+        else:
+            merged.append((doc, start, end))
+    return merged
+
+
+def metrics_per_case(
+    ranked: IntervalBatch,
+    spans: IntervalBatch,
+    evidence: IntervalBatch,
+    ks: Sequence[int],
+    min_span_overlap: float,
+) -> dict[str, np.ndarray]:
+    """Every metric for a batch of answerable cases, as per-case arrays.
+
+    Keys: ``hit_at_{k}``, ``recall_at_{k}``, ``ndcg_at_{k}``, ``coverage_at_{k}`` for each k
+    in ``ks``, and ``mrr`` (each case's reciprocal rank). ``ranked`` holds the retrieved
+    chunks (rank 1 first), ``spans`` the evidence spans and ``evidence`` their union
+    (:func:`evidence_union`), all with the same rows and document codes.
+    """
+    h = span_hits(ranked, spans, min_span_overlap)
+    values: dict[str, np.ndarray] = {}
+    for k in ks:
+        values[f"hit_at_{k}"] = hit_at_k(h, k)
+        values[f"recall_at_{k}"] = recall_at_k(h, k)
+        values[f"ndcg_at_{k}"] = ndcg_at_k(h, k)
+        values[f"coverage_at_{k}"] = coverage_at_k(ranked, evidence, k)
+    values["mrr"] = reciprocal_rank(h)
+    return values
 
 
 def case_metrics(
@@ -107,8 +180,7 @@ def case_metrics(
     ks: Sequence[int],
     min_span_overlap: float,
 ) -> dict[str, float]:
-    """All metrics of one case: ``hit_at_{k}``, ``recall_at_{k}``, ``ndcg_at_{k}``,
-    ``coverage_at_{k}`` for each k in ``ks``, and ``mrr`` (this case's reciprocal rank).
+    """:func:`metrics_per_case` for one case given as plain intervals.
 
     ``ranked`` are the retrieved chunks, rank 1 first (fewer than k is fine); ``spans`` are
     the case's evidence spans and must be non-empty: unanswerable cases get no retrieval
@@ -119,18 +191,26 @@ def case_metrics(
             "case_metrics needs at least one evidence span; unanswerable cases get no "
             "retrieval metrics"
         )
-    hits = span_hits_by_rank(ranked, spans, min_span_overlap)
-    n_spans = len(spans)
-    evidence = _union_by_doc(spans)  # shared by every cut-off's coverage
-    values: dict[str, float] = {}
-    for k in ks:
-        _check_k(k)
-        values[f"hit_at_{k}"] = hit_at_k(hits, n_spans, k)
-        values[f"recall_at_{k}"] = recall_at_k(hits, n_spans, k)
-        values[f"ndcg_at_{k}"] = ndcg_at_k(hits, n_spans, k)
-        values[f"coverage_at_{k}"] = _covered_fraction(evidence, ranked[:k])
-    values["mrr"] = reciprocal_rank(hits, n_spans)
-    return values
+    codes = doc_codes(ranked, spans)
+    values = metrics_per_case(
+        IntervalBatch.from_rows([ranked], codes),
+        IntervalBatch.from_rows([spans], codes),
+        IntervalBatch.from_rows(evidence_union([spans]), codes),
+        ks,
+        min_span_overlap,
+    )
+    return {name: float(array[0]) for name, array in values.items()}
+
+
+def coverage_of(ranked: Sequence[Interval], spans: Sequence[Interval]) -> float:
+    """Fraction of the evidence characters of ``spans`` inside the union of all of
+    ``ranked`` (coverage at the full depth of one ranking)."""
+    if not spans:
+        raise ValueError("coverage needs at least one evidence span")
+    codes = doc_codes(ranked, spans)
+    batch = IntervalBatch.from_rows([ranked], codes)
+    evidence = IntervalBatch.from_rows(evidence_union([spans]), codes)
+    return float(coverage_at_k(batch, evidence, batch.width)[0])
 
 
 def mean_by_key(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -141,73 +221,17 @@ def mean_by_key(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
     if not rows:
         return {}
     keys = list(rows[0])
+    expected = set(keys)
     for index, row in enumerate(rows):
-        if set(row) != set(keys):
+        if row.keys() != expected:
             raise ValueError(
                 f"row {index} has keys {sorted(row)}, expected the keys of row 0: {sorted(keys)}"
             )
     return {key: math.fsum(row[key] for row in rows) / len(rows) for key in keys}
 
 
-def _spans_hit(hits: Iterable[frozenset[int]], n_spans: int) -> set[int]:
-    union: set[int] = set()
-    for spans_hit in hits:
-        _check_span_indices(spans_hit, n_spans)
-        union |= spans_hit
-    return union
-
-
-def _ranks_with_new_spans(hits: Sequence[frozenset[int]], n_spans: int) -> list[int]:
-    """1-based ranks whose chunk hits at least one span not hit at a higher rank."""
-    seen: set[int] = set()
-    ranks: list[int] = []
-    for rank, spans_hit in enumerate(hits, start=1):
-        _check_span_indices(spans_hit, n_spans)
-        if spans_hit - seen:
-            ranks.append(rank)
-        seen |= spans_hit
-    return ranks
-
-
-def _discount(rank: int) -> float:
-    return 1.0 / math.log2(rank + 1)
-
-
-def _union_by_doc(intervals: Iterable[Interval]) -> dict[str, list[tuple[int, int]]]:
-    """Per document, the union of the intervals as sorted, disjoint ``(start, end)`` pairs."""
-    by_doc: dict[str, list[tuple[int, int]]] = {}
-    for interval in intervals:
-        interval_length(interval)  # rejects empty or negative intervals
-        doc, start, end = interval
-        by_doc.setdefault(doc, []).append((start, end))
-    return {doc: _merge(pairs) for doc, pairs in by_doc.items()}
-
-
-def _merge(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(pairs):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _intersection_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
-    """Characters shared by two unions of disjoint intervals."""
-    return sum(
-        overlap_chars(a_start, a_end, b_start, b_end)
-        for a_start, a_end in a
-        for b_start, b_end in b
-    )
-
-
-def _total_length(pairs: list[tuple[int, int]]) -> int:
-    return sum(end - start for start, end in pairs)
-
-
-def _check_cutoff(n_spans: int, k: int) -> None:
-    _check_n_spans(n_spans)
+def _check_cutoff(h: SpanHits, k: int) -> None:
+    _check_n_spans(h)
     _check_k(k)
 
 
@@ -216,14 +240,9 @@ def _check_k(k: int) -> None:
         raise ValueError(f"cut-off k={k} must be >= 1")
 
 
-def _check_n_spans(n_spans: int) -> None:
-    if n_spans < 1:
+def _check_n_spans(h: SpanHits) -> None:
+    if h.n_spans.size and h.n_spans.min() < 1:
         raise ValueError(
-            f"n_spans={n_spans}: retrieval metrics need at least one evidence span; "
-            "unanswerable cases get none"
+            f"n_spans={int(h.n_spans.min())}: retrieval metrics need at least one evidence "
+            "span; unanswerable cases get none"
         )
-
-
-def _check_span_indices(spans_hit: frozenset[int], n_spans: int) -> None:
-    if any(not 0 <= index < n_spans for index in spans_hit):
-        raise ValueError(f"span indices {sorted(spans_hit)} out of range for n_spans={n_spans}")

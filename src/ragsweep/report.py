@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ragsweep.evaluate import Summary
+from ragsweep.svgchart import line_chart
 
 HEADLINE_FAMILIES = ("hit_at", "recall_at", "ndcg_at", "coverage_at")
 
@@ -75,27 +76,16 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def plot_at_k(summary: Summary, ks: Sequence[int], path: Path) -> None:
-    """Line plot of hit@k and recall@k (overall means) against k, saved as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.5), dpi=100)
-    for family in ("hit_at", "recall_at"):
-        keys = [f"{family}_{k}" for k in ks]
-        if all(key in summary.overall for key in keys):
-            values = [summary.overall[key] for key in keys]
-            ax.plot(list(ks), values, marker="o", label=family.replace("_at", "@k"))
-    ax.set_xlabel("k (retrieved chunks)")
-    ax.set_ylabel("mean over answerable cases")
-    ax.set_ylim(0, 1.02)
-    ax.set_xticks(list(ks))
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    """Line chart of hit@k and recall@k (overall means) against k, saved as SVG."""
+    series = {
+        family.replace("_at", "@k"): [(k, summary.overall[f"{family}_{k}"]) for k in ks]
+        for family in ("hit_at", "recall_at")
+        if all(f"{family}_{k}" in summary.overall for k in ks)
+    }
+    chart = line_chart(
+        series, list(ks), (0.0, 1.0), "k (retrieved chunks)", "mean over answerable cases"
+    )
+    path.write_text(chart, encoding="utf-8")
 
 
 def print_summary(

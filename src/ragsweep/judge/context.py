@@ -20,7 +20,7 @@ from ragsweep.chunking import Chunk
 from ragsweep.evaluate import RetrievedChunk
 from ragsweep.golden import EvidenceSpan
 from ragsweep.hashing import sha256_json
-from ragsweep.metrics import coverage_at_k
+from ragsweep.metrics import coverage_of
 
 
 @dataclass(frozen=True)
@@ -115,13 +115,7 @@ def coverages(
     spans = [(e.doc, e.start, e.end) for e in evidence]
     candidates = [(r.doc, r.start, r.end) for r in retrieved]
     packed_spans = [(p.doc, p.start, p.end) for p in packed.passages]
-    return _coverage(candidates, spans), _coverage(packed_spans, spans)
-
-
-def _coverage(
-    intervals: Sequence[tuple[str, int, int]], spans: Sequence[tuple[str, int, int]]
-) -> float:
-    return coverage_at_k(intervals, spans, max(1, len(intervals)))
+    return coverage_of(candidates, spans), coverage_of(packed_spans, spans)
 
 
 def _collapse(text: str) -> str:

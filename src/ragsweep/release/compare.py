@@ -57,7 +57,7 @@ class Flip:
 
     def to_json(self) -> dict[str, Any]:
         def first(chunk: RetrievedChunk | None) -> dict[str, Any] | None:
-            return vars(chunk) if chunk is not None else None
+            return chunk._asdict() if chunk is not None else None
 
         return {
             "id": self.case_id,

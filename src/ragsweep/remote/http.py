@@ -12,11 +12,12 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import requests
+from typing import TYPE_CHECKING, Any
 
 from ragsweep.errors import BackendError
+
+if TYPE_CHECKING:
+    import requests
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ class JsonClient:
         self.policy = policy
         self.label = label
         self.hint = hint
+        import requests  # here, not at module level: only remote backends need it (0.1 s)
+
         self._session = requests.Session()
         self._session.headers.update(dict(headers or {}))
 
@@ -85,6 +88,8 @@ class JsonClient:
 
     def request(self, method: str, path: str, payload: Mapping[str, Any] | None) -> Any:
         """Send one request (retrying transient failures) and return the decoded JSON."""
+        import requests
+
         url = self.url(path)
         for retry in range(self.policy.retries + 1):
             last = retry == self.policy.retries
