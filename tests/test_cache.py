@@ -18,8 +18,8 @@ from ragsweep.cli import plain_config
 from ragsweep.config import ChunkingConfig, CorpusConfig, PreprocessConfig, RunConfig
 from ragsweep.corpus import load_corpus
 from ragsweep.errors import DriftError
-from ragsweep.index import IndexProvenance
-from ragsweep.indexing import _check_provenance, chunks_key, index_key, texts_key
+from ragsweep.index import IndexProvenance, Query
+from ragsweep.indexing import _check_provenance, chunks_key, index_key, rankings_key, texts_key
 from ragsweep.pipeline import RunResult, run_evaluation
 from ragsweep.preprocess import build_preprocessor
 from tests.test_pipeline import project_overrides
@@ -103,10 +103,45 @@ def test_repeat_run_hits_every_stage(compose_config, mini_project: Path) -> None
     first, cold = run(compose_config, mini_project)
     second, warm = run(compose_config, mini_project)
     assert cold["cache/chunks/misses"] == 1 and cold["cache/bm25_index/misses"] == 1
-    for stage in ("chunks", "texts", "bm25_index"):
+    for stage in ("chunks", "texts", "bm25_index", "rankings"):
         assert warm[f"cache/{stage}/hits"] == 1, stage
         assert warm[f"cache/{stage}/misses"] == 0, stage
     assert rankings(first) == rankings(second)
+    assert [c.seconds for c in first.cases] == [c.seconds for c in second.cases]
+    assert [c.metrics for c in first.cases] == [c.metrics for c in second.cases]
+
+
+def test_rankings_follow_k_and_queries_but_not_the_scoring_rule(compose_config, mini_project):
+    base, _ = run(compose_config, mini_project)
+    _, rescored = run(compose_config, mini_project, "eval.min_span_overlap=0.5")
+    assert rescored["cache/rankings/hits"] == 1  # a new hit rule re-scores the same rankings
+    _, deeper = run(compose_config, mini_project, "eval.ks=[1,3,5,20]")
+    assert deeper["cache/rankings/misses"] == 1  # top_k is max(ks)
+    _, other_split = run(
+        compose_config, mini_project, "eval.split=holdout", "eval.allow_holdout=true"
+    )
+    assert other_split["cache/rankings/misses"] == 1  # other questions
+    _, other_queries = run(compose_config, mini_project, "preprocess=nfkc")
+    assert other_queries["cache/rankings/misses"] == 1
+    again, _ = run(compose_config, mini_project)
+    assert rankings(again) == rankings(base)
+
+
+def test_rankings_key_covers_texts_scopes_k_index_and_code(monkeypatch) -> None:
+    queries = [Query("a"), Query("b", np.array([True, False, True]))]
+    key = rankings_key("index", queries, 5)
+    assert rankings_key("index", list(queries), 5) == key
+    changed = [
+        rankings_key("other index", queries, 5),
+        rankings_key("index", queries, 6),
+        rankings_key("index", [Query("a"), Query("c", queries[1].allowed)], 5),
+        rankings_key("index", [Query("a"), Query("b", np.array([True, True, True]))], 5),
+        rankings_key("index", [Query("a"), Query("b")], 5),
+        rankings_key("index", queries[::-1], 5),
+    ]
+    assert key not in changed and len(set(changed)) == len(changed)
+    monkeypatch.setattr("ragsweep.indexing.SEARCH_CODE_DIGEST", "edited top-k selection")
+    assert rankings_key("index", queries, 5) != key
 
 
 def test_eval_golden_and_tracking_changes_keep_the_index(compose_config, mini_project: Path):
@@ -148,6 +183,7 @@ def test_corrupt_entries_are_detected_and_recomputed(compose_config, mini_projec
         _entries(root, "chunks")[0] / "data.json",
         _entries(root, "embeddings")[0] / "vectors.npy",
         _entries(root, "dense_index")[0] / "vectors.npy",
+        _entries(root, "rankings")[0] / "indices.npy",
     ]
     for path in targets:
         data = bytearray(path.read_bytes())
@@ -159,9 +195,10 @@ def test_corrupt_entries_are_detected_and_recomputed(compose_config, mini_projec
     again, stats = run(compose_config, mini_project, "embedding=use_m3")
     assert stats["cache/chunks/corrupt"] == 1 and stats["cache/chunks/misses"] == 1
     assert stats["cache/dense_index/corrupt"] == 1
+    assert stats["cache/rankings/corrupt"] == 1 and stats["cache/rankings/misses"] == 1
     assert stats["cache/embeddings/corrupt"] >= 1 or stats["cache/embeddings/misses"] >= 1
     assert rankings(again) == rankings(clean)
-    for stage in ("chunks", "embeddings", "dense_index"):
+    for stage in ("chunks", "embeddings", "dense_index", "rankings"):
         for entry in _entries(root, stage):
             verify_entry(entry)  # everything left on disk is valid again
 
@@ -277,3 +314,26 @@ def test_cache_cli_stats_prune_and_verify(compose_config, mini_project: Path, ca
     assert len(_entries(Path(root), "chunks")) == 1  # used just now: kept
     assert cache_main(["--cache-dir", root, "prune", "--older-than", "0s"]) == 0
     assert _entries(Path(root), "chunks") == []
+
+
+def test_cached_rankings_still_check_the_query_side(tmp_path: Path) -> None:
+    from ragsweep.embedding import l2_normalize
+    from ragsweep.index import build_dense_index
+    from ragsweep.indexing import cached_rankings
+    from tests.test_index import DENSE_ID, FakeEncoder, provenance
+
+    vectors = l2_normalize(np.array([[1, 0], [0, 1], [1, 1]], dtype=np.float32))
+    index = build_dense_index(vectors, FakeEncoder(DENSE_ID), provenance(DENSE_ID, 3))
+    cache, queries, raw = StageCache(tmp_path), [Query("abcdefghij")], {"steps": []}
+    searches: list[int] = []
+
+    def search() -> list:
+        searches.append(1)
+        return index.search(queries, 2, raw)
+
+    first = cached_rankings(index, "k", queries, raw, 2, search, cache)
+    again = cached_rankings(index, "k", queries, raw, 2, search, cache)
+    assert len(searches) == 1 and cache.stats.stage("rankings").hits == 1
+    assert [r.indices.tolist() for r in again] == [r.indices.tolist() for r in first] == [[0, 2]]
+    with pytest.raises(DriftError, match="preprocess"):
+        cached_rankings(index, "k", queries, {"steps": ["nfkc"]}, 2, search, cache)

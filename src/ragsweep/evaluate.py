@@ -94,20 +94,25 @@ def _retrieved_from_json(value: Any) -> tuple[RetrievedChunk, ...]:
     return tuple(RetrievedChunk(**chunk) for chunk in value)
 
 
-def retrieve(
+def make_queries(
     cases: Sequence[GoldenCase],
-    index: Index,
     preprocessor: Preprocessor,
     scope_mask: Callable[[Sequence[str] | None], np.ndarray | None],
-    top_k: int,
+) -> list[Query]:
+    """Each case's preprocessed question and the chunk mask of its scope (None: all)."""
+    return [Query(preprocessor(c.question), scope_mask(c.scope)) for c in cases]
+
+
+def retrieve(
+    queries: Sequence[Query], index: Index, query_preprocess: Mapping[str, Any], top_k: int
 ) -> list[Ranked]:
-    """Run every case's question through ``index``; scopes restrict the candidate chunks."""
-    queries = [Query(preprocessor(c.question), scope_mask(c.scope)) for c in cases]
+    """Run every query through ``index`` (``query_preprocess``: the identity of the
+    preprocessing the queries went through, checked against the index's provenance)."""
     ranked: list[Ranked] = []
     with progress_bar("searching", len(queries)) as advance:
         for begin in range(0, len(queries), SEARCH_BATCH):
             batch = queries[begin : begin + SEARCH_BATCH]
-            ranked.extend(index.search(batch, top_k, preprocessor.identity))
+            ranked.extend(index.search(batch, top_k, query_preprocess))
             advance(len(batch))
     return ranked
 

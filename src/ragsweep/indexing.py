@@ -7,15 +7,17 @@ Each stage's key hashes exactly the inputs that change its output:
   synonym file's content hash);
 - embeddings and query embeddings: model identity + the exact text (content-addressed);
 - dense index: indexed-texts key + model identity; BM25 index: indexed-texts key + model
-  identity (BM25 parameters, tokenizer settings, bm25s version).
+  identity (BM25 parameters, tokenizer settings, bm25s version);
+- rankings: index key + every query's text and scope mask + top_k + search code.
 
-Nothing about evaluation (``eval.*``, the golden set, tracking) is part of any key.
+Nothing about evaluation (``eval.*``, the golden set, tracking) is part of an index key;
+scoring is never cached.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,8 @@ from ragsweep.hashing import sha256_json, source_digest
 from ragsweep.index import (
     Index,
     IndexProvenance,
+    Query,
+    Ranked,
     build_bm25_index,
     build_dense_index,
     load_bm25_index,
@@ -96,6 +100,70 @@ def index_key(texts_key_: str, model: ModelIdentity, sparse: bool) -> str:
     return sha256_json(
         {"texts": texts_key_, "model": model, "ragsweep": __version__, "lexical_code": code}
     )
+
+
+# The ranking a query gets depends on the index, the query text and scope, k, and the
+# search code itself (scoring, top-k selection and tie order live in index.py).
+SEARCH_CODE_DIGEST = source_digest(tokenize_module, index_module)
+
+
+def rankings_key(index_key_: str, queries: Sequence[Query], top_k: int) -> str:
+    """Key of the rankings of ``queries``: the index, every query's text and scope mask (in
+    order), ``top_k`` and the search code."""
+    listed = [
+        [q.text, None if q.allowed is None else np.packbits(q.allowed).tobytes().hex()]
+        for q in queries
+    ]
+    return sha256_json(
+        {
+            "index": index_key_,
+            "queries": sha256_json(listed),
+            "top_k": top_k,
+            "search_code": SEARCH_CODE_DIGEST,
+        }
+    )
+
+
+def cached_rankings(
+    index: Index,
+    index_key_: str,
+    queries: Sequence[Query],
+    query_preprocess: Mapping[str, Any],
+    top_k: int,
+    search: Callable[[], list[Ranked]],
+    cache: StageCache,
+) -> list[Ranked]:
+    """The rankings of ``queries`` on ``index``; ``search`` runs them on a miss.
+
+    A hit returns the rankings and per-query search times recorded when they were
+    computed. The query side is checked against the index's provenance either way, so a
+    drifted query model or preprocessing fails as it would before a search.
+    """
+    index.provenance.check_query_side(index.query_model, query_preprocess)
+
+    def build(folder: Path) -> None:
+        ranked = search()
+        indices = np.full((len(ranked), top_k), -1, dtype=np.int64)
+        scores = np.zeros((len(ranked), top_k), dtype=np.float32)
+        for row, r in enumerate(ranked):
+            indices[row, : len(r.indices)] = r.indices
+            scores[row, : len(r.scores)] = r.scores
+        np.save(folder / "indices.npy", indices, allow_pickle=False)
+        np.save(folder / "scores.npy", scores, allow_pickle=False)
+        np.save(folder / "seconds.npy", np.array([r.seconds for r in ranked]), allow_pickle=False)
+
+    def load(folder: Path) -> list[Ranked]:
+        indices = np.load(folder / "indices.npy", allow_pickle=False)
+        scores = np.load(folder / "scores.npy", allow_pickle=False)
+        seconds = np.load(folder / "seconds.npy", allow_pickle=False).tolist()
+        if indices.shape != (len(queries), top_k) or len(seconds) != len(queries):
+            raise DriftError(f"cached rankings {folder} do not match {len(queries)} queries")
+        lengths = (indices >= 0).sum(axis=1).tolist()
+        return [
+            Ranked(indices[row, :n], scores[row, :n], seconds[row]) for row, n in enumerate(lengths)
+        ]
+
+    return cache.get_or_build("rankings", rankings_key(index_key_, queries, top_k), build, load)
 
 
 def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, key: str, cache: StageCache) -> list[Chunk]:
@@ -164,6 +232,11 @@ class StoreEmbedder:
             return encode_in_batches(encoder, texts, advance)
 
 
+def is_sparse(cfg: EmbeddingConfig) -> bool:
+    """True for a lexical (BM25) backend, False for a dense one."""
+    return BACKENDS.get(cfg.backend).kind == "sparse"
+
+
 def cached_index(
     texts: Sequence[str],
     key: str,
@@ -171,7 +244,8 @@ def cached_index(
     provenance: IndexProvenance,
     cache: StageCache,
 ) -> Index:
-    """The dense or BM25 index over ``texts``; its stored provenance must match."""
+    """The dense or BM25 index over ``texts`` under ``key`` (:func:`index_key`); its stored
+    provenance must match."""
     backend = BACKENDS.get(cfg.backend)
     model = provenance.model
     build: Callable[[Path], None]
@@ -187,7 +261,7 @@ def cached_index(
             _check_provenance(folder, provenance)
             return load_bm25_index(folder / "bm25", options, provenance)
 
-        return cache.get_or_build("bm25_index", index_key(key, model, True), build, load)
+        return cache.get_or_build("bm25_index", key, build, load)
 
     chunk_embedder = StoreEmbedder(cfg, model, cache, "embeddings")
     query_embedder = StoreEmbedder(cfg, model, cache, "query_embeddings")
@@ -201,7 +275,7 @@ def cached_index(
         vectors = np.load(folder / "vectors.npy", mmap_mode="r")
         return build_dense_index(vectors, query_embedder, provenance)
 
-    return cache.get_or_build("dense_index", index_key(key, model, False), build_dense, load_dense)
+    return cache.get_or_build("dense_index", key, build_dense, load_dense)
 
 
 def _write_provenance(folder: Path, provenance: IndexProvenance) -> None:

@@ -30,11 +30,27 @@ from ragsweep.embedding import (
     ModelIdentity,
 )
 from ragsweep.errors import ConfigError
-from ragsweep.evaluate import CaseResult, Summary, retrieve, score_cases, summarize
+from ragsweep.evaluate import (
+    CaseResult,
+    Summary,
+    make_queries,
+    retrieve,
+    score_cases,
+    summarize,
+)
 from ragsweep.golden import GoldenCase, GoldenSet, load_golden
 from ragsweep.hashing import sha256_json, sha256_text
 from ragsweep.index import Index, IndexProvenance, scope_masker
-from ragsweep.indexing import cached_chunks, cached_index, cached_texts, chunks_key, texts_key
+from ragsweep.indexing import (
+    cached_chunks,
+    cached_index,
+    cached_rankings,
+    cached_texts,
+    chunks_key,
+    index_key,
+    is_sparse,
+    texts_key,
+)
 from ragsweep.judge import JudgeConfig, JudgeOutcome, prepare_judge
 from ragsweep.metrics import METRIC_DEFINITIONS
 from ragsweep.preprocess import Preprocessor, build_preprocessor
@@ -137,10 +153,12 @@ def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
 
 @dataclass(frozen=True)
 class BuiltIndex:
-    """A run's chunks and the index over their (preprocessed) text."""
+    """A run's chunks, the index over their (preprocessed) text and that index's cache key
+    (:func:`~ragsweep.indexing.index_key`)."""
 
     chunks: list[Chunk]
     index: Index
+    key: str
 
 
 def build_index(
@@ -167,21 +185,32 @@ def build_index(
     with timer.stage("embed_seconds"):
         key = texts_key(chunk_set, cfg.chunking.heading_prefix, preprocessor)
         texts = cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
-        index = cached_index(texts, key, cfg.embedding, provenance, cache)
-    return BuiltIndex(chunks, index)
+        built_key = index_key(key, model, is_sparse(cfg.embedding))
+        index = cached_index(texts, built_key, cfg.embedding, provenance, cache)
+    return BuiltIndex(chunks, index, built_key)
 
 
 def evaluate_cases(
-    cases: Sequence[GoldenCase], built: BuiltIndex, preprocessor: Preprocessor, cfg: RunConfig
+    cases: Sequence[GoldenCase],
+    built: BuiltIndex,
+    preprocessor: Preprocessor,
+    cfg: RunConfig,
+    cache: StageCache,
 ) -> tuple[CaseResult, ...]:
-    """Retrieve for every case (within its scope when enforced) and score it."""
+    """Retrieve for every case (within its scope when enforced) and score it. Rankings
+    come from the cache when these queries already ran on this index."""
     mask = scope_masker([c.doc for c in built.chunks])
-    ranked = retrieve(
-        cases,
+    queries = make_queries(
+        cases, preprocessor, mask if cfg.retrieval.respect_scope else (lambda scope: None)
+    )
+    ranked = cached_rankings(
         built.index,
-        preprocessor,
-        mask if cfg.retrieval.respect_scope else (lambda scope: None),
+        built.key,
+        queries,
+        preprocessor.identity,
         cfg.top_k,
+        lambda: retrieve(queries, built.index, preprocessor.identity, cfg.top_k),
+        cache,
     )
     return score_cases(cases, ranked, built.chunks, cfg.eval)
 
@@ -209,7 +238,7 @@ def run_evaluation(
     cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
     built = build_index(cfg, corpus, preprocessor, model, cache, timer)
     with timer.stage("eval_seconds"), gc_paused():
-        results = evaluate_cases(cases, built, preprocessor, cfg)
+        results = evaluate_cases(cases, built, preprocessor, cfg, cache)
         summary = summarize(results)
     judged = None
     if judge is not None:
