@@ -156,6 +156,26 @@ def test_one_axis_picks_per_axis_and_skips_evaluated_configs(tmp_path: Path, cap
     assert "chosen" in out and "final recall_at_5 = 0.5750" in out
 
 
+def test_first_axis_runs_the_baseline_when_its_value_is_not_listed(tmp_path: Path, capsys):
+    # The baseline's chunking.size (800, the best) is not among the first axis's values.
+    task = FakeTask()
+    sweep = write_sweep(
+        tmp_path, "axes:\n  - chunking.size: [400, 1200]\n  - chunking.overlap: [0]\n"
+    )
+    result = multirun(task, tmp_path, "s1", f"sweep={sweep}", "tracking.enabled=false")
+
+    assert sorted(c[2:] for c in task.calls) == [(400, 100), (800, 0), (800, 100), (1200, 100)]
+    first = result.axes[0]
+    assert [(t.point.label, t.status, t.incumbent) for t in first.trials] == [
+        ("800", "new", True),
+        ("400", "new", False),
+        ("1200", "new", False),
+    ]
+    assert first.best is not None and first.best.point.label == "800"  # the start is kept
+    assert result.final is not None and result.final.objective == pytest.approx(0.45)
+    assert "the start value 800 is not among the values; it runs too" in capsys.readouterr().out
+
+
 def test_failed_job_is_recorded_and_the_sweep_goes_on(
     tmp_path: Path, outputs: Path, capsys
 ) -> None:

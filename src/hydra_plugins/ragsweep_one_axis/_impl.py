@@ -289,12 +289,15 @@ class _SweepRun:
             self.compose(current.with_point(p), self._tracking_lines(number, axis, p))
             for p in points
         ]
-        launched = self._launch_new(number, axis, points, composed)
+        start = self._unevaluated_start(number, axis, current, composed)
+        launched = self._launch_new(
+            number, axis, [*points, *(p for p, _ in start)], [*composed, *(c for _, c in start)]
+        )
         trials = [
             self._trial(p, c, c.config_hash == incumbent.config_hash, launched)
             for p, c in zip(points, composed, strict=True)
         ]
-        carried = self._carried_incumbent(axis, incumbent, composed)
+        carried = self._carried_incumbent(axis, incumbent, composed, launched)
         if carried is not None:
             trials.insert(0, carried)
         objectives = [t.objective for t in trials]
@@ -314,17 +317,38 @@ class _SweepRun:
         index = chosen - (carried is not None)
         return _Current(current.with_point(points[index]), composed[index])
 
+    def _unevaluated_start(
+        self, number: int, axis: Axis, current: _Current, composed: Sequence[Composed]
+    ) -> list[tuple[Point, Composed]]:
+        """The start of the axis as one extra job, when its value is not among the axis
+        values and it has not run yet (the baseline, on the first axis). Without it the axis
+        could only choose among its listed values and never keep the start."""
+        start = current.composed
+        seen = start.config_hash in self.state.evaluated or start.config_hash in self.state.failed
+        if seen or any(c.config_hash == start.config_hash for c in composed):
+            return []
+        point = Point(tuple((key, start.value_of(key)) for key in axis.keys))
+        self.console.print(
+            f"axis {number}/{len(self.spec.axes)} {axis.label}: the start value {point.label} "
+            "is not among the values; it runs too, as the value to beat"
+        )
+        # The start's own overrides plus this axis's child-run tags: the same config hash.
+        return [(point, self.compose(current.overrides, self._tracking_lines(number, axis, point)))]
+
     def _carried_incumbent(
-        self, axis: Axis, incumbent: Composed, composed: Sequence[Composed]
+        self, axis: Axis, incumbent: Composed, composed: Sequence[Composed], launched: set[str]
     ) -> Trial | None:
         """The best-so-far as a candidate when its value is not among the axis values."""
         known = self.state.evaluated.get(incumbent.config_hash or "")
         if known is None or any(c.config_hash == incumbent.config_hash for c in composed):
             return None
         point = Point(tuple((key, incumbent.value_of(key)) for key in axis.keys))
+        status: Status = known.status if known.status == "resumed" else "reused"
+        if incumbent.config_hash in launched:
+            status = "new"
         return Trial(
             point,
-            known.status if known.status == "resumed" else "reused",
+            status,
             known.objective,
             incumbent.config_hash,
             known.run_id,
