@@ -156,3 +156,15 @@ def test_bm25_options_differing_from_the_index_are_refused() -> None:
     index = build_bm25_index(["alpha"], BM25Options(k1=1.2), provenance(BM25_ID, 1))
     with pytest.raises(DriftError, match="options"):
         index.search([Query("alpha")], 1, RAW)
+
+
+def test_dense_search_in_small_blocks_gives_the_same_rankings(monkeypatch) -> None:
+    rng = np.random.default_rng(3)
+    vectors = l2_normalize(rng.normal(size=(40, 2)).astype(np.float32))
+    index = build_dense_index(vectors, FakeEncoder(DENSE_ID), provenance(DENSE_ID, 40))
+    queries = [Query("x" * n, None if n % 3 else rng.random(40) < 0.5) for n in range(1, 30)]
+    whole = index.search(queries, 5, RAW)
+    monkeypatch.setattr("ragsweep.index.SCORE_BLOCK_CELLS", 100)  # two queries per block
+    blocked = index.search(queries, 5, RAW)
+    assert [r.indices.tolist() for r in blocked] == [r.indices.tolist() for r in whole]
+    assert [r.scores.tolist() for r in blocked] == [r.scores.tolist() for r in whole]

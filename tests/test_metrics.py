@@ -241,6 +241,23 @@ def test_repeat_hits_of_one_span_count_once() -> None:
     assert _value(reciprocal_rank, hits, 3) == 1.0
 
 
+def test_a_perfect_ranking_has_ndcg_exactly_one() -> None:
+    for n in (1, 8, 10, 13):
+        hits = [frozenset({i}) for i in range(n)]
+        for k in (1, 5, 8, 10, 20):
+            assert _value(ndcg_at_k, hits, n, k) == 1.0, (n, k)
+
+
+def test_coverage_refuses_evidence_that_is_not_a_union() -> None:
+    spans = [("a", 10, 30), ("a", 20, 40)]
+    codes = doc_codes(spans)
+    batch = IntervalBatch.from_rows([[("a", 0, 50)]], codes)
+    with pytest.raises(ValueError, match="evidence_union"):
+        coverage_at_k(batch, IntervalBatch.from_rows([spans], codes), 1)
+    touching = IntervalBatch.from_rows([[("a", 0, 10), ("a", 10, 20)]], codes)
+    assert coverage_at_k(batch, touching, 1).tolist() == [1.0]
+
+
 def test_new_span_next_to_a_repeat_still_gains() -> None:
     hits = [frozenset({0}), frozenset({0, 1})]
     assert _value(ndcg_at_k, hits, 2, 2) == 1.0

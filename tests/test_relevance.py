@@ -12,25 +12,9 @@ from ragsweep.relevance import (
     chunk_hits_span,
     doc_codes,
     interval_length,
-    overlap_chars,
     span_hits,
     span_hits_by_rank,
 )
-
-
-@pytest.mark.parametrize(
-    ("a", "b", "expected"),
-    [
-        ((0, 10), (5, 15), 5),
-        ((5, 15), (0, 10), 5),
-        ((0, 10), (2, 4), 2),
-        ((0, 10), (10, 20), 0),
-        ((0, 10), (30, 40), 0),
-        ((3, 7), (3, 7), 4),
-    ],
-)
-def test_overlap_chars(a: tuple[int, int], b: tuple[int, int], expected: int) -> None:
-    assert overlap_chars(*a, *b) == expected
 
 
 class TestChunkHitsSpanFullContainment:
@@ -176,7 +160,7 @@ def test_documents_are_compared_by_code() -> None:
 def test_take_picks_rows_from_a_chunk_table() -> None:
     codes = {"a": 0, "b": 1}
     table = IntervalBatch.from_rows([[("a", 0, 10), ("b", 5, 9), ("a", 20, 30)]], codes)
-    picked = IntervalBatch.take(table, np.array([[2, 0, -1], [1, -1, -1]]))
+    picked = table.take(np.array([[2, 0, -1], [1, -1, -1]]))
     assert picked.doc.tolist() == [[0, 0, PADDING], [1, PADDING, PADDING]]
     assert picked.start.tolist() == [[20, 0, 0], [5, 0, 0]]
     assert picked.end.tolist() == [[30, 10, 0], [9, 0, 0]]

@@ -176,6 +176,19 @@ def test_first_axis_runs_the_baseline_when_its_value_is_not_listed(tmp_path: Pat
     assert "the start value 800 is not among the values; it runs too" in capsys.readouterr().out
 
 
+def test_a_failing_start_is_shown_and_the_listed_values_decide(tmp_path: Path) -> None:
+    task = FakeTask(fail=["fixed"])  # the baseline's chunking mode
+    sweep = write_sweep(tmp_path, "axes:\n  - chunking: [paragraph, heading]\n")
+    result = multirun(task, tmp_path, "s1", f"sweep={sweep}", "tracking.enabled=false")
+    trials = result.axes[0].trials
+    assert [(t.point.label, t.status, t.incumbent) for t in trials] == [
+        ("fixed", "failed", True),
+        ("paragraph", "new", False),
+        ("heading", "new", False),
+    ]
+    assert result.axes[0].best is not None and result.axes[0].best.point.label == "heading"
+
+
 def test_failed_job_is_recorded_and_the_sweep_goes_on(
     tmp_path: Path, outputs: Path, capsys
 ) -> None:

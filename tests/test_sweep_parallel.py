@@ -35,7 +35,7 @@ def test_joblib_parallel_sweep_on_a_fresh_store(tmp_path: Path, mini_project: Pa
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Traceback" not in out.stderr and "database is locked" not in out.stderr
-    assert "axis 1/1 chunking.size: launching 4 of 4 value(s)" in out.stdout
+    assert "axis 1/1 chunking.size: launching 4 of 4 configuration(s)" in out.stdout
     assert "final recall_at_5 = " in out.stdout  # the end-of-sweep table was printed
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")

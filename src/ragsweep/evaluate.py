@@ -21,7 +21,7 @@ from ragsweep.index import Index, Query, Ranked
 from ragsweep.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.preprocess import Preprocessor
 from ragsweep.progress import progress_bar
-from ragsweep.relevance import IntervalBatch, doc_codes
+from ragsweep.relevance import Interval, IntervalBatch, doc_codes
 
 SEARCH_BATCH = 256
 
@@ -125,8 +125,9 @@ def score_cases(
     and holds indices into ``chunks``."""
     if len(ranked) != len(cases):
         raise ValueError(f"{len(ranked)} rankings for {len(cases)} cases")
-    metrics = _answerable_metrics(cases, ranked, chunks, cfg)
-    retrieved = _retrieved(ranked, chunks)
+    table = [(c.doc, c.start, c.end) for c in chunks]
+    metrics = _answerable_metrics(cases, ranked, table, cfg)
+    retrieved = _retrieved(ranked, [c.id for c in chunks], table)
     return tuple(
         CaseResult(
             id=case.id,
@@ -142,12 +143,12 @@ def score_cases(
 
 
 def _retrieved(
-    ranked: Sequence[Ranked], chunks: Sequence[Chunk]
+    ranked: Sequence[Ranked], ids: Sequence[str], table: Sequence[Interval]
 ) -> list[tuple[RetrievedChunk, ...]]:
-    """Each ranking's chunks with their scores rounded to 6 places (converted in one pass
-    over all rankings: per-ranking numpy calls would cost more than the scoring)."""
-    ids, docs = [c.id for c in chunks], [c.doc for c in chunks]
-    starts, ends = [c.start for c in chunks], [c.end for c in chunks]
+    """Each ranking's chunks (``ids[i]`` and ``table[i]``: chunk i's id and interval) with
+    their scores rounded to 6 places, converted in one pass over all rankings: per-ranking
+    numpy calls would cost more than the scoring."""
+    docs, starts, ends = zip(*table, strict=True) if table else ((), (), ())
     lengths = [len(r.indices) for r in ranked]
     flat_indices = np.concatenate([r.indices for r in ranked] or [np.empty(0, np.int64)])
     flat_scores = np.concatenate([r.scores for r in ranked] or [np.empty(0)])
@@ -168,22 +169,24 @@ def _retrieved(
 
 
 def _answerable_metrics(
-    cases: Sequence[GoldenCase], ranked: Sequence[Ranked], chunks: Sequence[Chunk], cfg: EvalConfig
+    cases: Sequence[GoldenCase],
+    ranked: Sequence[Ranked],
+    table: Sequence[Interval],
+    cfg: EvalConfig,
 ) -> dict[int, dict[str, float]]:
-    """Metrics of the answerable cases, keyed by their position in ``cases``; all of them
-    are computed in one batch (see :mod:`ragsweep.metrics`)."""
+    """Metrics of the answerable cases, keyed by their position in ``cases``, computed in
+    one batch (see :mod:`ragsweep.metrics`); ``table[i]`` is chunk i's interval."""
     positions = [i for i, case in enumerate(cases) if case.answerable]
     if not positions:
         return {}
     spans = [[(e.doc, e.start, e.end) for e in cases[i].evidence] for i in positions]
-    table = [(c.doc, c.start, c.end) for c in chunks]
     codes = doc_codes(table, *spans)
     depth = max(1, *(len(ranked[i].indices) for i in positions))
     indices = np.full((len(positions), depth), -1, dtype=np.int64)
     for row, i in enumerate(positions):
         indices[row, : len(ranked[i].indices)] = ranked[i].indices
     columns = metrics_per_case(
-        IntervalBatch.take(IntervalBatch.from_rows([table], codes), indices),
+        IntervalBatch.from_rows([table], codes).take(indices),
         IntervalBatch.from_rows(spans, codes),
         IntervalBatch.from_rows(evidence_union(spans), codes),
         cfg.ks,

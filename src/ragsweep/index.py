@@ -131,15 +131,22 @@ class QueryEmbedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+SCORE_BLOCK_CELLS = 4_000_000
+"""The most query x chunk scores a dense search holds at once. Selection needs ~13 bytes per
+score (the float32 score, an int64 partition index, a comparison), so a block stays near
+50 MB however large the index; up to ~15,000 chunks a whole search batch is one block."""
+
+
 @dataclass
 class DenseIndex:
     """Exact cosine search: vectors are L2-normalized, so the dot product is the cosine.
 
     Query embedding happens once for all queries before the timed search. The queries of
-    one ``search`` call are scored with one matrix product and selected together, so
-    ``Ranked.seconds`` is that call's scoring and top-k selection time divided by its
-    number of queries: an amortized per-query time (:func:`ragsweep.evaluate.retrieve`
-    passes batches of ``SEARCH_BATCH`` queries).
+    one ``search`` call are scored with one matrix product per block (at most
+    ``SCORE_BLOCK_CELLS`` scores) and selected together, so ``Ranked.seconds`` is the
+    block's scoring and top-k selection time divided by its number of queries: an
+    amortized per-query time (:func:`ragsweep.evaluate.retrieve` passes batches of
+    ``SEARCH_BATCH`` queries).
     """
 
     provenance: IndexProvenance
@@ -155,16 +162,22 @@ class DenseIndex:
     ) -> list[Ranked]:
         self.provenance.check_query_side(self.query_model, query_preprocess)
         query_vectors = self.embedder.embed([q.text for q in queries])
-        started = time.perf_counter()
         # np.asarray: a plain view of a memory-mapped index, without np.memmap's per-call
         # subclass overhead.
-        scores = query_vectors @ np.asarray(self.vectors).T
-        for row, query in enumerate(queries):
-            if query.allowed is not None:
-                scores[row, ~query.allowed] = -np.inf
-        picked = top_k_rows(scores, top_k, -np.inf)
-        each = (time.perf_counter() - started) / max(1, len(queries))
-        return [Ranked(indices, scores[row, indices], each) for row, indices in enumerate(picked)]
+        vectors = np.asarray(self.vectors)
+        rows = max(1, SCORE_BLOCK_CELLS // max(1, len(vectors)))
+        results: list[Ranked] = []
+        for begin in range(0, len(queries), rows):
+            block = queries[begin : begin + rows]
+            started = time.perf_counter()
+            scores = query_vectors[begin : begin + rows] @ vectors.T
+            for row, query in enumerate(block):
+                if query.allowed is not None:
+                    scores[row, ~query.allowed] = -np.inf
+            picked = top_k_rows(scores, top_k, -np.inf)
+            each = (time.perf_counter() - started) / len(block)
+            results += [Ranked(i, scores[row, i], each) for row, i in enumerate(picked)]
+        return results
 
 
 @dataclass

@@ -73,7 +73,9 @@ def ndcg_at_k(h: SpanHits, k: int) -> np.ndarray:
     _check_cutoff(h, k)
     top = h.hits[:, :k]
     discounts = 1.0 / np.log2(np.arange(2, k + 2))
-    dcg = (_first_hit_ranks(top) * discounts[: top.shape[1]]).sum(axis=1)
+    # Both sums add rank by rank (cumsum), so a perfect ranking is exactly 1.0: numpy's
+    # pairwise sum() adds in another order from 8 terms on and can land 1 ulp above.
+    dcg = np.cumsum(_first_hit_ranks(top) * discounts[: top.shape[1]], axis=1)[:, -1]
     ideal = np.cumsum(discounts)[np.minimum(h.n_spans, k) - 1]
     return dcg / ideal
 
@@ -98,7 +100,21 @@ def coverage_at_k(ranked: IntervalBatch, evidence: IntervalBatch, k: int) -> np.
     total = np.where(evidence.present, evidence.end - evidence.start, 0).sum(axis=1)
     if (total == 0).any():
         raise ValueError("coverage needs at least one evidence span per case")
+    _check_disjoint(evidence)
     return _covered_chars(ranked, evidence, k) / total
+
+
+def _check_disjoint(evidence: IntervalBatch) -> None:
+    """Raise ValueError if two intervals of a row share a character: the evidence must be
+    the spans' union (:func:`evidence_union`), or overlapping spans would count twice."""
+    doc, start, end = evidence.doc, evidence.start, evidence.end
+    same_doc = (doc[:, :, None] == doc[:, None, :]) & (doc[:, :, None] != PADDING)
+    shared = np.minimum(end[:, :, None], end[:, None, :]) - np.maximum(
+        start[:, :, None], start[:, None, :]
+    )
+    off_diagonal = ~np.eye(evidence.width, dtype=bool)
+    if (same_doc & (shared > 0) & off_diagonal).any():
+        raise ValueError("evidence intervals overlap: pass the spans' evidence_union")
 
 
 def _covered_chars(ranked: IntervalBatch, evidence: IntervalBatch, k: int) -> np.ndarray:

@@ -212,7 +212,8 @@ def evaluate_cases(
         lambda: retrieve(queries, built.index, preprocessor.identity, cfg.top_k),
         cache,
     )
-    return score_cases(cases, ranked, built.chunks, cfg.eval)
+    with gc_paused():
+        return score_cases(cases, ranked, built.chunks, cfg.eval)
 
 
 def run_evaluation(
@@ -237,7 +238,7 @@ def run_evaluation(
 
     cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
     built = build_index(cfg, corpus, preprocessor, model, cache, timer)
-    with timer.stage("eval_seconds"), gc_paused():
+    with timer.stage("eval_seconds"):
         results = evaluate_cases(cases, built, preprocessor, cfg, cache)
         summary = summarize(results)
     judged = None

@@ -7,8 +7,9 @@ module depends on nothing else in ragsweep.
 
 A run scores thousands of cases, so the rule is applied to whole batches at once:
 :class:`IntervalBatch` holds one row of intervals per case and :func:`span_hits` gives, for
-every case, rank and span, whether that rank's chunk hits that span. The one-pair and
-one-case functions below are the same computation on a batch of one.
+every case, rank and span, whether that rank's chunk hits that span.
+:func:`chunk_hits_span` and :func:`span_hits_by_rank` are the same computation on a batch of
+one, for reading a single case (tests and interactive checks use them; runs do not).
 """
 
 from __future__ import annotations
@@ -61,19 +62,18 @@ class IntervalBatch:
                 start[i, j], end[i, j] = interval[1], interval[2]
         return cls(doc, start, end)
 
-    @classmethod
-    def take(cls, table: IntervalBatch, indices: np.ndarray) -> IntervalBatch:
-        """Rows of intervals picked from ``table`` (a batch of one row: every chunk of an
+    def take(self, indices: np.ndarray) -> IntervalBatch:
+        """Rows of intervals picked from this batch's only row (e.g. every chunk of an
         index). ``indices`` is an int array ``(n_cases, width)`` of positions in that row,
         ``-1`` for an empty slot (a ranking shorter than ``width``)."""
-        if table.doc.shape[0] != 1:
-            raise ValueError("take() picks from a table of exactly one row")
+        if self.doc.shape[0] != 1:
+            raise ValueError("take() picks from a batch of exactly one row")
         present = indices >= 0
         safe = np.where(present, indices, 0)
-        return cls(
-            np.where(present, table.doc[0, safe], PADDING),
-            np.where(present, table.start[0, safe], 0),
-            np.where(present, table.end[0, safe], 0),
+        return IntervalBatch(
+            np.where(present, self.doc[0, safe], PADDING),
+            np.where(present, self.start[0, safe], 0),
+            np.where(present, self.end[0, safe], 0),
         )
 
     @property
@@ -84,14 +84,6 @@ class IntervalBatch:
     @property
     def width(self) -> int:
         return int(self.doc.shape[1])
-
-
-def overlap_chars(a_start: int, a_end: int, b_start: int, b_end: int) -> int:
-    """Number of characters shared by ``[a_start, a_end)`` and ``[b_start, b_end)``.
-
-    Intervals that merely touch (``a_end == b_start``) share 0 characters.
-    """
-    return max(0, min(a_end, b_end) - max(a_start, b_start))
 
 
 def interval_length(interval: Interval) -> int:

@@ -9,6 +9,7 @@ run leaves no half-logged entry. See docs/tracking.md.
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from ragsweep.errors import ConfigError
 
 MAX_PARAM_VALUE = 6000  # MLflow's limit on a param value's length
 BATCH = 100
+DATASET_ATTEMPTS = 4  # log_inputs races between parallel jobs; see _log_dataset
 
 
 @dataclass(frozen=True)
@@ -154,4 +156,14 @@ def _log_dataset(client: Any, run_id: str, dataset: DatasetInput) -> None:
         dataset=meta._to_mlflow_entity(),
         tags=[InputTag(key="mlflow.data.context", value=dataset.context)],
     )
-    client.log_inputs(run_id, datasets=[entity])
+    for attempt in range(DATASET_ATTEMPTS):
+        try:
+            client.log_inputs(run_id, datasets=[entity])
+            return
+        except Exception as exc:
+            # Parallel jobs of a sweep log the same golden set: MLflow looks the dataset
+            # up, then inserts it, so two jobs can both insert and one hits the unique
+            # constraint. The dataset exists by then; the next attempt links to it.
+            if "UNIQUE constraint failed" not in str(exc) or attempt == DATASET_ATTEMPTS - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))

@@ -339,16 +339,20 @@ class _SweepRun:
         self, axis: Axis, incumbent: Composed, composed: Sequence[Composed], launched: set[str]
     ) -> Trial | None:
         """The best-so-far as a candidate when its value is not among the axis values."""
-        known = self.state.evaluated.get(incumbent.config_hash or "")
-        if known is None or any(c.config_hash == incumbent.config_hash for c in composed):
+        if incumbent.config_hash is None or any(
+            c.config_hash == incumbent.config_hash for c in composed
+        ):
             return None
         point = Point(tuple((key, incumbent.value_of(key)) for key in axis.keys))
-        status: Status = known.status if known.status == "resumed" else "reused"
-        if incumbent.config_hash in launched:
-            status = "new"
+        if incumbent.config_hash in self.state.failed:  # the start launched on this axis
+            error = self.state.failed[incumbent.config_hash]
+            return Trial(point, "failed", None, incumbent.config_hash, error=error, incumbent=True)
+        known = self.state.evaluated.get(incumbent.config_hash)
+        if known is None:
+            return None
         return Trial(
             point,
-            status,
+            _status(known, incumbent.config_hash, launched),
             known.objective,
             incumbent.config_hash,
             known.run_id,
@@ -367,12 +371,9 @@ class _SweepRun:
             error = self.state.failed[composed.config_hash]
             return Trial(point, "failed", None, composed.config_hash, error=error)
         known = self.state.evaluated[composed.config_hash]
-        status: Status = known.status
-        if status == "new" and composed.config_hash not in launched:
-            status = "reused"
         return Trial(
             point,
-            status,
+            _status(known, composed.config_hash, launched),
             known.objective,
             composed.config_hash,
             known.run_id,
@@ -396,7 +397,7 @@ class _SweepRun:
                 todo.setdefault(c.config_hash, index)
         self.console.print(
             f"axis {number}/{len(self.spec.axes)} {axis.label}: launching {len(todo)} of "
-            f"{len(points)} value(s)"
+            f"{len(points)} configuration(s)"
         )
         returns = self._launch([list(composed[i].lines) for i in todo.values()])
         new = self.runs.logged_children(self.spec.objective) if self.runs else {}
@@ -516,6 +517,14 @@ class _SweepRun:
             self.runs.finish(result, files, status)
         print_table(result, self.console)
         return result
+
+
+def _status(known: Evaluation, config_hash: str, launched: set[str]) -> Status:
+    """How a configuration with a known objective got it on this axis: ``new`` if it was
+    launched for this axis, ``resumed`` if logged before a resume, else ``reused``."""
+    if config_hash in launched:
+        return "new"
+    return "resumed" if known.status == "resumed" else "reused"
 
 
 def _batches(jobs: list[list[str]], size: int | None) -> Iterator[list[list[str]]]:
