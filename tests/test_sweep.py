@@ -216,6 +216,45 @@ def test_failed_job_is_recorded_and_the_sweep_goes_on(
     assert "error.txt" in {a.path for a in client.list_artifacts(failed.info.run_id)}
 
 
+class FailsWhileLogging(FakeTask):
+    """For chunking=paragraph: creates its MLflow run as the pipeline does, then fails
+    while logging it (as a locked database or a full disk would), leaving that run FAILED."""
+
+    def __call__(self, cfg: DictConfig) -> float:
+        if cfg.chunking.mode != "paragraph":
+            return super().__call__(cfg)
+        from ragsweep.cli import plain_config
+        from ragsweep.config import RunConfig
+        from ragsweep.pipeline import config_hash, validate_before_work
+        from ragsweep.tracking import RunRecord, log_run
+
+        run_cfg = RunConfig.from_container(plain_config(cfg))
+        tags = {
+            **run_cfg.tracking.tags,
+            "ragsweep.config_hash": config_hash(run_cfg, *validate_before_work(run_cfg)),
+            "mlflow.parentRunId": str(run_cfg.tracking.parent_run_id),
+        }
+        bad_metric = {"not a valid metric name!": 1.0}  # MLflow refuses it mid-logging
+        log_run(run_cfg.tracking, RunRecord("paragraph", {}, bad_metric, tags, Path(".")))
+        raise AssertionError("unreachable: log_run fails on the metric name")
+
+
+def test_a_job_that_failed_while_logging_keeps_one_child_run(tmp_path: Path, outputs: Path):
+    task = FailsWhileLogging()
+    sweep = write_sweep(tmp_path, "axes:\n  - chunking: [fixed, paragraph]\n")
+    result = multirun(task, tmp_path, "s1", f"sweep={sweep}")
+    assert [t.status for t in result.axes[0].trials] == ["new", "failed"]
+
+    client, experiment = store(tmp_path)
+    children = [r for r in client.search_runs(experiment) if "mlflow.parentRunId" in r.data.tags]
+    # FakeTask logs nothing for fixed; paragraph's own run gets the error: one run, not two
+    (failed,) = children
+    assert failed.info.status == "FAILED" and failed.info.run_name == "paragraph"
+    assert failed.data.tags["ragsweep.config_hash"] == result.axes[0].trials[1].config_hash
+    assert "not a valid metric name!" in failed.data.tags["ragsweep.error"]
+    assert "error.txt" in {a.path for a in client.list_artifacts(failed.info.run_id)}
+
+
 def test_sweep_stops_when_every_value_of_an_axis_fails(tmp_path: Path, capsys) -> None:
     task = FakeTask(fail=["fixed", "heading"])
     sweep = write_sweep(tmp_path, "axes:\n  - chunking: [fixed, heading]\n  - preprocess: [nfkc]\n")

@@ -210,9 +210,19 @@ class SweepRuns:
         artifacts_dir: Path,
     ) -> str:
         """Log a FAILED child run for a job that raised: its params, tags, and the error
-        as the ``ragsweep.error`` tag and ``error.txt`` artifact."""
+        as the ``ragsweep.error`` tag and ``error.txt`` artifact.
+
+        A job that failed while logging its own run (after MLflow created it) left that run
+        FAILED under the parent: the error goes onto it instead, so the configuration has
+        one child run, not two.
+        """
         artifacts_dir.mkdir(parents=True, exist_ok=True)
         (artifacts_dir / "error.txt").write_text(error + "\n", encoding="utf-8")
+        own = self._own_failed_run(tags.get("ragsweep.config_hash", ""))
+        if own is not None:
+            self.client.set_tag(own, "ragsweep.error", error[:MAX_TAG_VALUE])
+            self.client.log_artifact(own, str(artifacts_dir / "error.txt"))
+            return own
         record = RunRecord(
             run_name=run_name,
             params=params,
@@ -222,6 +232,17 @@ class SweepRuns:
             status="FAILED",
         )
         return log_run(self.tracking, record)
+
+    def _own_failed_run(self, config_hash: str) -> str | None:
+        """A FAILED child with ``config_hash`` that carries no error yet: the run a job
+        created itself before failing."""
+        if not config_hash:
+            return None
+        for run in self._children("FAILED"):
+            tags = run.data.tags
+            if tags.get("ragsweep.config_hash") == config_hash and "ragsweep.error" not in tags:
+                return str(run.info.run_id)
+        return None
 
     def mark_best(self, run_id: str) -> None:
         self.client.set_tag(run_id, "ragsweep.best", "true")
