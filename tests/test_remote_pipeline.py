@@ -94,3 +94,22 @@ def test_failed_embedding_leaves_no_index_cache_or_artifacts(
     result, _ = evaluate(compose_config, mini_project, *overrides)
     assert result.summary.counts["n_cases"] == 4
     assert len(list((cache / "dense_index").rglob("meta.json"))) == 1
+
+
+def test_a_tag_pulled_again_within_one_process_is_embedded_again(
+    compose_config, mini_project: Path, model_server: FakeModelServer
+) -> None:
+    overrides = (
+        "tracking.enabled=false",
+        "embedding=ollama",
+        "embedding.model=fake-embed",
+        f"embedding.options.base_url={model_server.url}",
+    )
+    model_server.add_model("fake-embed", "a" * 64)
+    first, _ = evaluate(compose_config, mini_project, *overrides)
+    model_server.add_model("fake-embed", "b" * 64)  # `ollama pull` brought new weights
+    second, _ = evaluate(compose_config, mini_project, *overrides)
+    assert first.cache_metrics["cache/dense_index/misses"] == 1
+    assert second.cache_metrics["cache/dense_index/misses"] == 1  # not the old weights' index
+    assert second.cache_metrics["cache/query_embeddings/hits"] == 0
+    assert second.config_hash != first.config_hash

@@ -197,9 +197,12 @@ def cached_texts(
 _ENCODERS: dict[str, DenseEncoder] = {}
 
 
-def _shared_encoder(cfg: EmbeddingConfig) -> DenseEncoder:
-    """One encoder per embedding config and process (models are slow to load)."""
-    key = sha256_json(cfg)
+def _shared_encoder(cfg: EmbeddingConfig, identity: ModelIdentity) -> DenseEncoder:
+    """One encoder per embedding config, resolved model identity and process (models are
+    slow to load). The identity is part of the key because a served model can change under
+    the same config: after an ``ollama pull`` of the tag a long process builds a fresh
+    encoder instead of reusing the one for the old weights."""
+    key = sha256_json({"config": cfg, "identity": identity})
     if key not in _ENCODERS:
         backend = BACKENDS.get(cfg.backend)
         assert backend.make_encoder is not None
@@ -222,7 +225,7 @@ class StoreEmbedder:
         return self.store.embed(texts, self._encode, self.stage)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        encoder = _shared_encoder(self.cfg)
+        encoder = _shared_encoder(self.cfg, self.identity)
         if encoder.identity != self.identity:
             raise DriftError(
                 f"encoder reports {encoder.identity.describe()}, the configuration resolved "
