@@ -337,3 +337,20 @@ def test_cached_rankings_still_check_the_query_side(tmp_path: Path) -> None:
     assert [r.indices.tolist() for r in again] == [r.indices.tolist() for r in first] == [[0, 2]]
     with pytest.raises(DriftError, match="preprocess"):
         cached_rankings(index, "k", queries, {"steps": ["nfkc"]}, 2, search, cache)
+
+
+def test_an_encoder_that_reports_another_model_is_refused_and_not_kept(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from ragsweep.config import EmbeddingConfig
+    from ragsweep.embedding import ModelIdentity
+    from ragsweep.indexing import _ENCODERS, _shared_encoder
+
+    resolved = ModelIdentity("ollama", "m", "1", 8, True, digest="a" * 64)
+    loaded = dataclasses.replace(resolved, digest="b" * 64)  # re-pulled in between
+    backend = SimpleNamespace(make_encoder=lambda cfg: SimpleNamespace(identity=loaded))
+    monkeypatch.setattr("ragsweep.indexing.BACKENDS", SimpleNamespace(get=lambda name: backend))
+    before = dict(_ENCODERS)
+    with pytest.raises(DriftError, match="encoder reports"):
+        _shared_encoder(EmbeddingConfig(backend="ollama", model="m"), resolved)
+    assert before == _ENCODERS

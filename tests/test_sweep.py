@@ -249,7 +249,8 @@ def test_a_job_that_failed_while_logging_keeps_one_child_run(tmp_path: Path, out
     children = [r for r in client.search_runs(experiment) if "mlflow.parentRunId" in r.data.tags]
     # FakeTask logs nothing for fixed; paragraph's own run gets the error: one run, not two
     (failed,) = children
-    assert failed.info.status == "FAILED" and failed.info.run_name == "paragraph"
+    assert failed.info.status == "FAILED" and failed.info.run_name == "FAILED chunking=paragraph"
+    assert failed.data.params["chunking.mode"] == "paragraph"  # completed by the sweeper
     assert failed.data.tags["ragsweep.config_hash"] == result.axes[0].trials[1].config_hash
     assert "not a valid metric name!" in failed.data.tags["ragsweep.error"]
     assert "error.txt" in {a.path for a in client.list_artifacts(failed.info.run_id)}

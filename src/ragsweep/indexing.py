@@ -201,12 +201,22 @@ def _shared_encoder(cfg: EmbeddingConfig, identity: ModelIdentity) -> DenseEncod
     """One encoder per embedding config, resolved model identity and process (models are
     slow to load). The identity is part of the key because a served model can change under
     the same config: after an ``ollama pull`` of the tag a long process builds a fresh
-    encoder instead of reusing the one for the old weights."""
+    encoder instead of reusing the one for the old weights.
+
+    Raises DriftError if a new encoder reports another identity (the model changed between
+    resolving the configuration and loading it); such an encoder is not kept.
+    """
     key = sha256_json({"config": cfg, "identity": identity})
     if key not in _ENCODERS:
         backend = BACKENDS.get(cfg.backend)
         assert backend.make_encoder is not None
-        _ENCODERS[key] = backend.make_encoder(cfg)
+        encoder = backend.make_encoder(cfg)
+        if encoder.identity != identity:
+            raise DriftError(
+                f"encoder reports {encoder.identity.describe()}, the configuration resolved "
+                f"to {identity.describe()}"
+            )
+        _ENCODERS[key] = encoder
     return _ENCODERS[key]
 
 
@@ -226,11 +236,6 @@ class StoreEmbedder:
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         encoder = _shared_encoder(self.cfg, self.identity)
-        if encoder.identity != self.identity:
-            raise DriftError(
-                f"encoder reports {encoder.identity.describe()}, the configuration resolved "
-                f"to {self.identity.describe()}"
-            )
         with progress_bar(f"{self.stage}: {len(texts)} texts", len(texts)) as advance:
             return encode_in_batches(encoder, texts, advance)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import math
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,12 +329,15 @@ class _SweepRun:
         if seen or any(c.config_hash == start.config_hash for c in composed):
             return []
         point = Point(tuple((key, start.value_of(key)) for key in axis.keys))
+        # The start's own overrides plus this axis's child-run tags: the same config hash.
+        composed_start = self.compose(current.overrides, self._tracking_lines(number, axis, point))
+        if composed_start.config_hash != start.config_hash:
+            return []  # cannot happen unless tags change the config; then it does not run
         self.console.print(
             f"axis {number}/{len(self.spec.axes)} {axis.label}: the start value {point.label} "
             "is not among the values; it runs too, as the value to beat"
         )
-        # The start's own overrides plus this axis's child-run tags: the same config hash.
-        return [(point, self.compose(current.overrides, self._tracking_lines(number, axis, point)))]
+        return [(point, composed_start)]
 
     def _carried_incumbent(
         self, axis: Axis, incumbent: Composed, composed: Sequence[Composed], launched: set[str]
@@ -369,7 +373,9 @@ class _SweepRun:
         assert composed.config_hash is not None
         if composed.config_hash in self.state.failed:
             error = self.state.failed[composed.config_hash]
-            return Trial(point, "failed", None, composed.config_hash, error=error)
+            return Trial(
+                point, "failed", None, composed.config_hash, error=error, incumbent=incumbent
+            )
         known = self.state.evaluated[composed.config_hash]
         return Trial(
             point,
@@ -399,6 +405,7 @@ class _SweepRun:
             f"axis {number}/{len(self.spec.axes)} {axis.label}: launching {len(todo)} of "
             f"{len(points)} configuration(s)"
         )
+        launched_ms = time.time_ns() // 1_000_000
         returns = self._launch([list(composed[i].lines) for i in todo.values()])
         new = self.runs.logged_children(self.spec.objective) if self.runs else {}
         for index, ret in zip(todo.values(), returns, strict=True):
@@ -407,7 +414,7 @@ class _SweepRun:
             objective, error = _outcome(ret)
             if objective is None:
                 self.state.failed[c.config_hash] = error
-                self._record_failure(number, axis, points[index], c, ret, error)
+                self._record_failure(number, axis, points[index], c, ret, error, launched_ms)
                 continue
             child = new.get(c.config_hash)
             self.state.evaluated[c.config_hash] = Evaluation(
@@ -443,8 +450,10 @@ class _SweepRun:
         composed: Composed,
         ret: JobReturn,
         error: str,
+        launched_ms: int,
     ) -> None:
-        """Print the failure and log it as a FAILED child run (when tracking is on)."""
+        """Print the failure and log it as a FAILED child run (when tracking is on);
+        ``launched_ms``: when the job's batch was launched (ms since the epoch)."""
         self.console.print(
             f"  [red]failed[/red] {axis.label}={escape(point.label)}: {escape(error)}"
         )
@@ -464,6 +473,7 @@ class _SweepRun:
             },
             error=error,
             artifacts_dir=job_dir,
+            launched_ms=launched_ms,
         )
 
     def _report_axis(self, trials: Sequence[Trial], chosen: int) -> None:

@@ -208,41 +208,65 @@ class SweepRuns:
         tags: Mapping[str, str],
         error: str,
         artifacts_dir: Path,
+        launched_ms: int,
     ) -> str:
         """Log a FAILED child run for a job that raised: its params, tags, and the error
         as the ``ragsweep.error`` tag and ``error.txt`` artifact.
 
-        A job that failed while logging its own run (after MLflow created it) left that run
-        FAILED under the parent: the error goes onto it instead, so the configuration has
-        one child run, not two.
+        A job that failed while logging its own run (after MLflow created it, at or after
+        ``launched_ms``) left that run FAILED, or RUNNING if even closing it failed: that
+        run is completed and closed instead, so the failed attempt leaves one run.
         """
         artifacts_dir.mkdir(parents=True, exist_ok=True)
         (artifacts_dir / "error.txt").write_text(error + "\n", encoding="utf-8")
-        own = self._own_failed_run(tags.get("ragsweep.config_hash", ""))
-        if own is not None:
-            self.client.set_tag(own, "ragsweep.error", error[:MAX_TAG_VALUE])
-            self.client.log_artifact(own, str(artifacts_dir / "error.txt"))
-            return own
-        record = RunRecord(
-            run_name=run_name,
-            params=params,
-            metrics={},
-            tags={**tags, "ragsweep.error": error[:MAX_TAG_VALUE], PARENT_TAG: self.parent_id},
-            artifacts_dir=artifacts_dir,
-            status="FAILED",
-        )
-        return log_run(self.tracking, record)
+        own = self._own_failed_run(tags.get("ragsweep.config_hash", ""), launched_ms)
+        if own is None:
+            record = RunRecord(
+                run_name=run_name,
+                params=params,
+                metrics={},
+                tags={**tags, "ragsweep.error": error[:MAX_TAG_VALUE], PARENT_TAG: self.parent_id},
+                artifacts_dir=artifacts_dir,
+                status="FAILED",
+            )
+            return log_run(self.tracking, record)
+        self._complete_failed_run(own, run_name, params, error, artifacts_dir)
+        return str(own.info.run_id)
 
-    def _own_failed_run(self, config_hash: str) -> str | None:
-        """A FAILED child with ``config_hash`` that carries no error yet: the run a job
-        created itself before failing."""
+    def _own_failed_run(self, config_hash: str, launched_ms: int) -> Any | None:
+        """The run a job created for ``config_hash`` in this launch and could not finish:
+        FAILED or RUNNING, started at or after ``launched_ms``, without an error tag."""
         if not config_hash:
             return None
-        for run in self._children("FAILED"):
-            tags = run.data.tags
-            if tags.get("ragsweep.config_hash") == config_hash and "ragsweep.error" not in tags:
-                return str(run.info.run_id)
+        for status in ("FAILED", "RUNNING"):
+            for run in self._children(status):
+                tags = run.data.tags
+                if (
+                    tags.get("ragsweep.config_hash") == config_hash
+                    and "ragsweep.error" not in tags
+                    and run.info.start_time >= launched_ms
+                ):
+                    return run
         return None
+
+    def _complete_failed_run(
+        self, run: Any, run_name: str, params: dict[str, str], error: str, artifacts_dir: Path
+    ) -> None:
+        from mlflow.entities import Param, RunTag
+
+        run_id = str(run.info.run_id)
+        missing = [Param(k, v) for k, v in sorted(params.items()) if k not in run.data.params]
+        for begin in range(0, len(missing), 100):  # MLflow takes at most 100 params a call
+            self.client.log_batch(run_id, params=missing[begin : begin + 100])
+        self.client.log_batch(
+            run_id,
+            tags=[
+                RunTag("ragsweep.error", error[:MAX_TAG_VALUE]),
+                RunTag("mlflow.runName", run_name),
+            ],
+        )
+        self.client.log_artifact(run_id, str(artifacts_dir / "error.txt"))
+        self.client.set_terminated(run_id, status="FAILED")
 
     def mark_best(self, run_id: str) -> None:
         self.client.set_tag(run_id, "ragsweep.best", "true")
