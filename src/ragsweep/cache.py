@@ -275,7 +275,8 @@ class EmbeddingStore:
         self.dimension = dimension
         self._verified: dict[str, np.ndarray] = {}
         self._seconds_per_text = 0.0
-        self._known: dict[str, _Row] | None = None  # shard index, rescanned after changes
+        self._known: dict[str, _Row] | None = None  # shard index; rescanned on a miss
+        self._computed = (0.0, 0)  # compute seconds and rows of the shards in _known
 
     @property
     def folder(self) -> Path | None:
@@ -295,16 +296,17 @@ class EmbeddingStore:
         if self.folder is None:
             return self._embed_uncached(keys, texts, encode, stats)
         for attempt in range(2):  # a second pass only after dropping a corrupt shard
-            index = self._index(rescan=attempt > 0 or self._known is None)
+            fresh = attempt > 0 or self._known is None
+            index = self._index(rescan=fresh)
             missing = _unique_missing(keys, texts, index)
-            if missing:  # rescan first: another process may have written them meanwhile
+            if missing and not fresh:  # another process may have written them meanwhile
                 index = self._index(rescan=True)
                 missing = _unique_missing(keys, texts, index)
             if missing:
                 started = time.perf_counter()
                 vectors = encode([text for _, text in missing])
-                self._write_shard([k for k, _ in missing], vectors, time.perf_counter() - started)
-                index = self._index(rescan=True)
+                self._add_shard([k for k, _ in missing], vectors, time.perf_counter() - started)
+                index = self._index(rescan=False)
             try:
                 matrix = self._gather(keys, index)
             except CorruptEntry:
@@ -365,11 +367,27 @@ class EmbeddingStore:
             total_rows += len(keys)
             for row, key in enumerate(keys):
                 index.setdefault(key, _Row(shard.name, row))
-        self._seconds_per_text = total_seconds / total_rows if total_rows else 0.0
+        self._set_computed(total_seconds, total_rows)
         return index
 
-    def _write_shard(self, keys: list[str], vectors: np.ndarray, seconds: float) -> None:
+    def _set_computed(self, seconds: float, rows: int) -> None:
+        self._computed = (seconds, rows)
+        self._seconds_per_text = seconds / rows if rows else 0.0
+
+    def _add_shard(self, keys: list[str], vectors: np.ndarray, seconds: float) -> None:
+        """Write a shard of new rows and add it to the in-memory index, without reading
+        the folder or the shard back (its rows are the vectors in hand)."""
         vectors = self._checked(vectors, len(keys))
+        name = self._write_shard(keys, vectors, seconds)
+        assert self._known is not None
+        for row, key in enumerate(keys):
+            self._known.setdefault(key, _Row(name, row))
+        self._verified[name] = vectors
+        total_seconds, total_rows = self._computed
+        self._set_computed(total_seconds + seconds, total_rows + len(keys))
+
+    def _write_shard(self, keys: list[str], vectors: np.ndarray, seconds: float) -> str:
+        """Write ``vectors`` (already checked) as a new shard; return its name."""
         folder = self.folder
         assert folder is not None
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
@@ -383,6 +401,7 @@ class EmbeddingStore:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        return name
 
     def _gather(self, keys: Sequence[str], index: dict[str, _Row]) -> np.ndarray:
         matrix = np.empty((len(keys), self.dimension), dtype=np.float32)

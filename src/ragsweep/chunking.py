@@ -286,8 +286,11 @@ def _windows(start: int, end: int, size: int, overlap: int) -> list[Span]:
     return spans
 
 
-def _trim(text: str, span: Span) -> Span | None:
-    """``span`` without leading/trailing whitespace, or None if it is whitespace only."""
+def trim_span(text: str, span: Span) -> Span | None:
+    """``span`` without leading/trailing whitespace, or None if it is whitespace only.
+
+    Chunks and golden evidence spans are both trimmed with it, so they line up.
+    """
     start, end = span
     segment = text[start:end]
     stripped = segment.strip()
@@ -306,7 +309,7 @@ def _clean_spans(text: str, spans: list[Span]) -> list[Span]:
     (trimming can make a window fall inside the previous one, or swallow it)."""
     kept: list[Span] = []
     for span in spans:
-        trimmed = _trim(text, span)
+        trimmed = trim_span(text, span)
         if trimmed is None:
             continue
         while kept and _contains(trimmed, kept[-1]):
@@ -358,7 +361,7 @@ def _paragraphs(text: str) -> list[Span]:
             run.append(line)
             continue
         if run:
-            trimmed = _trim(text, (run[0].start, run[-1].start + len(run[-1].content)))
+            trimmed = trim_span(text, (run[0].start, run[-1].start + len(run[-1].content)))
             if trimmed is not None:
                 paragraphs.append(trimmed)
             run = []

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragsweep.chunking import trim_span
 from ragsweep.config import SPLITS, GoldenConfig
 from ragsweep.corpus import Corpus
 from ragsweep.errors import GoldenError
@@ -269,15 +270,11 @@ def load_golden(cfg: GoldenConfig, corpus: Corpus) -> GoldenSet:
     """
     path = Path(cfg.path)
     data = _read_bytes(path)
-    memo_key = (
-        str(path),
-        hashlib.sha256(data).hexdigest(),
-        corpus.content_hash(),
-        cfg.holdout_fraction,
-    )
+    digest = hashlib.sha256(data).hexdigest()
+    memo_key = (str(path), digest, corpus.content_hash(), cfg.holdout_fraction)
     if memo_key not in _LOADED:
         _LOADED.clear()  # one golden set per process is the common case; keep memory flat
-        _LOADED[memo_key] = _parse_golden(path, data, cfg.holdout_fraction, corpus)
+        _LOADED[memo_key] = _parse_golden(path, data, digest, cfg.holdout_fraction, corpus)
     return _LOADED[memo_key]
 
 
@@ -287,7 +284,10 @@ def load_golden(cfg: GoldenConfig, corpus: Corpus) -> GoldenSet:
 _LOADED: dict[tuple[str, str, str, float], GoldenSet] = {}
 
 
-def _parse_golden(path: Path, data: bytes, holdout_fraction: float, corpus: Corpus) -> GoldenSet:
+def _parse_golden(
+    path: Path, data: bytes, digest: str, holdout_fraction: float, corpus: Corpus
+) -> GoldenSet:
+    """The golden set in ``data`` (the file's bytes; ``digest``: their sha256)."""
     cases: list[GoldenCase] = []
     first_line: dict[str, int] = {}
     for line_no, record in _records(path, data):
@@ -300,7 +300,6 @@ def _parse_golden(path: Path, data: bytes, holdout_fraction: float, corpus: Corp
         cases.append(case)
     if not cases:
         raise GoldenError(f"{path}: golden set contains no cases")
-    digest = hashlib.sha256(data).hexdigest()
     return GoldenSet(cases=tuple(cases), path=str(path), digest=digest)
 
 
@@ -476,17 +475,15 @@ def _parse_evidence_item(
 
 
 def _trimmed(text: str, start: int, end: int, what: str, where: _Where) -> tuple[int, int]:
-    """The span without leading/trailing whitespace.
+    """The span without leading/trailing whitespace (:func:`~ragsweep.chunking.trim_span`).
 
     Chunks are trimmed the same way, so a span ending in a newline would otherwise stick out
     of every chunk that holds its text and never be hit at ``min_span_overlap=1.0``.
     """
-    piece = text[start:end]
-    if not piece.strip():
+    trimmed = trim_span(text, (start, end))
+    if trimmed is None:
         raise where.error(f"{what}: the span [{start}, {end}) holds only whitespace")
-    lead = len(piece) - len(piece.lstrip())
-    trail = len(piece) - len(piece.rstrip())
-    return start + lead, end - trail
+    return trimmed
 
 
 def _checked_offsets(item: dict[str, Any], text: str, what: str, where: _Where) -> tuple[int, int]:

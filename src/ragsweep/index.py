@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -193,9 +194,9 @@ class BM25Index:
     def tokenizer(self) -> TokenizerConfig:
         return TokenizerConfig(lowercase=self.options.lowercase, cjk_ngram=self.options.cjk_ngram)
 
-    @property
+    @cached_property
     def query_model(self) -> ModelIdentity:
-        return bm25_identity(self.options)
+        return bm25_identity(self.options)  # reads bm25s's package metadata: once per index
 
     def search(
         self, queries: Sequence[Query], top_k: int, query_preprocess: Mapping[str, Any]

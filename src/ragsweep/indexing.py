@@ -104,7 +104,7 @@ def index_key(texts_key_: str, model: ModelIdentity, sparse: bool) -> str:
 
 # The ranking a query gets depends on the index, the query text and scope, k, and the
 # search code itself (scoring, top-k selection and tie order live in index.py).
-SEARCH_CODE_DIGEST = source_digest(tokenize_module, index_module)
+SEARCH_CODE_DIGEST = LEXICAL_CODE_DIGEST  # the same two modules
 
 
 def rankings_key(index_key_: str, queries: Sequence[Query], top_k: int) -> str:
@@ -224,12 +224,12 @@ class StoreEmbedder:
     """Embeds texts through the content-addressed store; loads the model only on a miss."""
 
     def __init__(
-        self, cfg: EmbeddingConfig, identity: ModelIdentity, cache: StageCache, stage: str
+        self, cfg: EmbeddingConfig, identity: ModelIdentity, store: EmbeddingStore, stage: str
     ) -> None:
         self.identity = identity
         self.cfg = cfg
         self.stage = stage
-        self.store = EmbeddingStore(cache, identity.key, identity.dimension)
+        self.store = store
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.store.embed(texts, self._encode, self.stage)
@@ -271,8 +271,9 @@ def cached_index(
 
         return cache.get_or_build("bm25_index", key, build, load)
 
-    chunk_embedder = StoreEmbedder(cfg, model, cache, "embeddings")
-    query_embedder = StoreEmbedder(cfg, model, cache, "query_embeddings")
+    store = EmbeddingStore(cache, model.key, model.dimension)  # chunks and queries share it
+    chunk_embedder = StoreEmbedder(cfg, model, store, "embeddings")
+    query_embedder = StoreEmbedder(cfg, model, store, "query_embeddings")
 
     def build_dense(folder: Path) -> None:
         np.save(folder / "vectors.npy", chunk_embedder.embed(texts), allow_pickle=False)

@@ -247,6 +247,7 @@ def run_evaluation(
             judged = judge.run(cases, results, built.chunks, cache)
 
     run_hash = config_hash(cfg, preprocessor, model)
+    cache_metrics = cache.stats.as_metrics()  # every stage has run by now
     facts = run_facts(cfg, model, run_hash, len(built.chunks))
     output_dir.mkdir(parents=True, exist_ok=True)
     with gc_paused():
@@ -258,7 +259,7 @@ def run_evaluation(
         metrics = {
             **summary.flat_metrics(),
             **timer.seconds,
-            **cache.stats.as_metrics(),
+            **cache_metrics,
             **(judged.flat_metrics() if judged else {}),
             "n_chunks": float(len(built.chunks)),
         }
@@ -286,7 +287,7 @@ def run_evaluation(
         output_dir=output_dir,
         run_id=run_id,
         timings=dict(timer.seconds),
-        cache_metrics=cache.stats.as_metrics(),
+        cache_metrics=cache_metrics,
         cache_root=cache.root,
     )
 

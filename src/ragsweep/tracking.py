@@ -110,7 +110,8 @@ def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def _batches(items: list[Any]) -> Iterator[list[Any]]:
+def batches(items: list[Any]) -> Iterator[list[Any]]:
+    """``items`` in slices of at most ``BATCH`` (MLflow's limit per ``log_batch`` call)."""
     for begin in range(0, len(items), BATCH):
         yield items[begin : begin + BATCH]
 
@@ -125,11 +126,11 @@ def log_run(cfg: TrackingConfig, record: RunRecord) -> str:
     run_id = str(run.info.run_id)
     try:
         params = [Param(k, v) for k, v in sorted(record.params.items())]
-        for batch in _batches(params):
+        for batch in batches(params):
             client.log_batch(run_id, params=batch)
         timestamp = int(run.info.start_time)
         metrics = [Metric(k, float(v), timestamp, 0) for k, v in sorted(record.metrics.items())]
-        for batch in _batches(metrics):
+        for batch in batches(metrics):
             client.log_batch(run_id, metrics=batch)
         if record.dataset is not None:
             _log_dataset(client, run_id, record.dataset)

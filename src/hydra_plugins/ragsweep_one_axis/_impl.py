@@ -37,7 +37,7 @@ from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError, RagsweepError
 from ragsweep.golden import load_golden
 from ragsweep.pipeline import config_hash, validate_before_work
-from ragsweep.sweep.report import markdown_table, plot_objective_by_axis, print_table
+from ragsweep.sweep.report import plot_objective_by_axis, print_table, summary_markdown
 from ragsweep.sweep.result import AxisResult, FinalConfig, Status, SweepResult, Trial
 from ragsweep.sweep.select import NoObjectiveError, choose, reference_index
 from ragsweep.sweep.spec import (
@@ -105,6 +105,10 @@ class _State:
     failed: dict[str, str]
     axes: list[AxisResult]
     next_job: int = 0
+
+    def seen(self, config_hash: str | None) -> bool:
+        """True once the configuration has run in this sweep (or before a resume)."""
+        return config_hash in self.evaluated or config_hash in self.failed
 
 
 class OneAxisSweeperImpl:
@@ -325,14 +329,15 @@ class _SweepRun:
         values and it has not run yet (the baseline, on the first axis). Without it the axis
         could only choose among its listed values and never keep the start."""
         start = current.composed
-        seen = start.config_hash in self.state.evaluated or start.config_hash in self.state.failed
-        if seen or any(c.config_hash == start.config_hash for c in composed):
+        if self.state.seen(start.config_hash) or any(
+            c.config_hash == start.config_hash for c in composed
+        ):
             return []
         point = Point(tuple((key, start.value_of(key)) for key in axis.keys))
         # The start's own overrides plus this axis's child-run tags: the same config hash.
         composed_start = self.compose(current.overrides, self._tracking_lines(number, axis, point))
         if composed_start.config_hash != start.config_hash:
-            return []  # cannot happen unless tags change the config; then it does not run
+            return []  # only if composing failed: tracking.* is not part of the hash
         self.console.print(
             f"axis {number}/{len(self.spec.axes)} {axis.label}: the start value {point.label} "
             "is not among the values; it runs too, as the value to beat"
@@ -347,22 +352,10 @@ class _SweepRun:
             c.config_hash == incumbent.config_hash for c in composed
         ):
             return None
+        if not self.state.seen(incumbent.config_hash):
+            return None  # a failed start (launched on this axis) is shown as failed
         point = Point(tuple((key, incumbent.value_of(key)) for key in axis.keys))
-        if incumbent.config_hash in self.state.failed:  # the start launched on this axis
-            error = self.state.failed[incumbent.config_hash]
-            return Trial(point, "failed", None, incumbent.config_hash, error=error, incumbent=True)
-        known = self.state.evaluated.get(incumbent.config_hash)
-        if known is None:
-            return None
-        return Trial(
-            point,
-            _status(known, incumbent.config_hash, launched),
-            known.objective,
-            incumbent.config_hash,
-            known.run_id,
-            known.n,
-            incumbent=True,
-        )
+        return self._trial(point, incumbent, True, launched)
 
     def _trial(
         self, point: Point, composed: Composed, incumbent: bool, launched: set[str]
@@ -398,8 +391,7 @@ class _SweepRun:
         their config hashes."""
         todo: dict[str, int] = {}
         for index, c in enumerate(composed):
-            seen = c.config_hash in self.state.evaluated or c.config_hash in self.state.failed
-            if c.config_hash is not None and not seen:
+            if c.config_hash is not None and not self.state.seen(c.config_hash):
                 todo.setdefault(c.config_hash, index)
         self.console.print(
             f"axis {number}/{len(self.spec.axes)} {axis.label}: launching {len(todo)} of "
@@ -407,7 +399,7 @@ class _SweepRun:
         )
         launched_ms = time.time_ns() // 1_000_000
         returns = self._launch([list(composed[i].lines) for i in todo.values()])
-        new = self.runs.logged_children(self.spec.objective) if self.runs else {}
+        new = self.runs.logged_children(self.spec.objective) if self.runs and todo else {}
         for index, ret in zip(todo.values(), returns, strict=True):
             c = composed[index]
             assert c.config_hash is not None
@@ -522,7 +514,7 @@ class _SweepRun:
             self.sweep_dir / "sweep_summary.md",
             plot_objective_by_axis(result, self.sweep_dir / "objective_by_axis.png"),
         ]
-        files[1].write_text(markdown_table(result), encoding="utf-8")
+        files[1].write_text(summary_markdown(result), encoding="utf-8")
         if self.runs is not None:
             self.runs.finish(result, files, status)
         print_table(result, self.console)

@@ -16,6 +16,7 @@ from typing import Any
 from ragsweep.config import check_all, from_mapping, load_config_file, not_hashed
 from ragsweep.errors import ConfigError
 from ragsweep.hashing import sha256_json
+from ragsweep.remote.http import RetryPolicy
 from ragsweep.remote.ollama import DEFAULT_BASE_URL
 
 SCORES = ("faithfulness", "relevance")
@@ -63,10 +64,7 @@ class JudgeConfig:
             (self.context_chars is None or self.context_chars >= 1, "context_chars", ">= 1"),
             (self.num_ctx >= 256, "num_ctx", ">= 256 tokens"),
             (self.answer_tokens >= 1, "answer_tokens", ">= 1"),
-            (self.timeout > 0, "timeout", "> 0 seconds"),
-            (self.connect_timeout > 0, "connect_timeout", "> 0 seconds"),
-            (self.retries >= 0, "retries", ">= 0"),
-            (self.backoff >= 0, "backoff", ">= 0 seconds"),
+            *RetryPolicy.checks(self),
         )
         check_all("judge", self, checks)
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 from rich.console import Console
 
 from ragsweep.judge.config import JudgeConfig
+from ragsweep.report import markdown_table
 
 JUDGE_METRIC_DEFINITIONS: dict[str, str] = {
     "faithfulness_mean": "Mean judge faithfulness (0-2) over judged cases: 2 = every claim "
@@ -120,11 +122,11 @@ class JudgeOutcome:
     rubric_digest: str
     cfg: JudgeConfig
 
-    @property
+    @cached_property
     def overall(self) -> dict[str, float]:
         return summarize_judgments(self.judgments)
 
-    @property
+    @cached_property
     def by_type(self) -> dict[str, dict[str, float]]:
         types = sorted({j.type for j in self.judgments})
         return {t: summarize_judgments([j for j in self.judgments if j.type == t]) for t in types}
@@ -164,13 +166,12 @@ class JudgeOutcome:
             f"- **rubric**: sha256 {self.rubric_digest[:12]} ({self.cfg.rubric})",
             f"- **context budget**: {budget}; temperature 0, seed {self.cfg.seed}",
             "",
-            "| measure | all | " + " | ".join(by_type) + " |",
-            "|---|---|" + "---|" * len(by_type),
         ]
-        for name in JUDGE_METRIC_DEFINITIONS:
-            values = [overall.get(name), *(m.get(name) for m in by_type.values())]
-            cells = [_cell(name, v) for v in values]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        rows = [
+            [name, *(_cell(name, m.get(name)) for m in (overall, *by_type.values()))]
+            for name in JUDGE_METRIC_DEFINITIONS
+        ]
+        lines.append(markdown_table(["measure", "all", *by_type], rows))
         lines += ["", "### Judge metric definitions", ""]
         lines += [f"- `{k}`: {v}" for k, v in JUDGE_METRIC_DEFINITIONS.items()]
         return "\n".join(lines) + "\n"

@@ -151,7 +151,7 @@ def prepare_judge(cfg: JudgeConfig) -> JudgeStage | None:
     if not cfg.enabled:
         return None
     rubric = load_rubric(cfg.rubric)
-    policy = RetryPolicy(cfg.timeout, cfg.connect_timeout, cfg.retries, cfg.backoff)
+    policy = RetryPolicy.of(cfg)
     client = ollama_client(
         cfg.base_url, policy, list(dict.fromkeys([cfg.generator, cfg.judge])), "judge.base_url"
     )

@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ragsweep.release.compare import LATENCY_KEYS
 from ragsweep.release.errors import EvalLogError
 from ragsweep.release.gate import FLOAT_TOLERANCE, GateOutcome, run_gate
 from ragsweep.release.store import TAG_PROMOTED_FROM, RunStore
@@ -29,7 +30,6 @@ from ragsweep.release.thresholds import Thresholds, is_quality_metric
 DEFAULT_DROP = 0.05
 NEEDS_REVIEW = "needs review"
 OK = "ok"
-LATENCY_KEYS = ("latency_ms_p50", "latency_ms_p95")
 
 
 @dataclass(frozen=True)

@@ -134,10 +134,11 @@ class RunStore:
         from mlflow.entities import ViewType
 
         runs: list[LoggedRun] = []
+        experiment_ids = self._experiment_ids()
         token = None
         while True:
             page = self.client.search_runs(
-                self._experiment_ids(),
+                experiment_ids,
                 filter_string,
                 run_view_type=ViewType.ALL,
                 max_results=min(limit or 1000, 1000),

@@ -46,16 +46,13 @@ class ServerOptions:
         checks = (
             (self.base_url.startswith(("http://", "https://")), "base_url", "an http(s) URL"),
             (self.batch_size >= 1, "batch_size", ">= 1"),
-            (self.timeout > 0, "timeout", "> 0 seconds"),
-            (self.connect_timeout > 0, "connect_timeout", "> 0 seconds"),
-            (self.retries >= 0, "retries", ">= 0"),
-            (self.backoff >= 0, "backoff", ">= 0 seconds"),
+            *RetryPolicy.checks(self),
         )
         check_all("embedding.options", self, checks)
 
     @property
     def policy(self) -> RetryPolicy:
-        return RetryPolicy(self.timeout, self.connect_timeout, self.retries, self.backoff)
+        return RetryPolicy.of(self)
 
 
 def required_model(cfg: EmbeddingConfig, example: str) -> str:

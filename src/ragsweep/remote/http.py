@@ -38,6 +38,22 @@ class RetryPolicy:
         """Seconds to sleep before retry number ``retry`` (0-based)."""
         return float(self.backoff * 2**retry)
 
+    @classmethod
+    def of(cls, options: Any) -> RetryPolicy:
+        """The policy of a config object with ``timeout``, ``connect_timeout``, ``retries``
+        and ``backoff`` fields (embedding options, the judge)."""
+        return cls(options.timeout, options.connect_timeout, options.retries, options.backoff)
+
+    @staticmethod
+    def checks(options: Any) -> tuple[tuple[bool, str, str], ...]:
+        """``check_all`` entries for those four fields of ``options``."""
+        return (
+            (options.timeout > 0, "timeout", "> 0 seconds"),
+            (options.connect_timeout > 0, "connect_timeout", "> 0 seconds"),
+            (options.retries >= 0, "retries", ">= 0"),
+            (options.backoff >= 0, "backoff", ">= 0 seconds"),
+        )
+
 
 class ServerUnreachable(BackendError):
     """No HTTP answer at all (connection refused, DNS, timeouts) after every retry."""

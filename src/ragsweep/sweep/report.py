@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ragsweep.report import markdown_table
 from ragsweep.sweep.result import AxisResult, SweepResult, Trial
 
 COLUMNS = ("axis", "value", "objective", "n", "chosen", "note")
@@ -84,21 +85,20 @@ def print_table(result: SweepResult, console: Console) -> None:
         console.print(f"  {line}")
 
 
-def markdown_table(result: SweepResult) -> str:
+def summary_markdown(result: SweepResult) -> str:
     """``sweep_summary.md``: the terminal table as Markdown, with the footer lines."""
+    cells = [
+        [cell.replace("|", "\\|") for cell in row] for rows in table_rows(result) for row in rows
+    ]
     lines = [
         f"# Sweep {result.spec.name}",
         "",
         result.spec.description,
         "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
+        markdown_table(COLUMNS, cells),
+        "",
+        *(f"- {line}" for line in _footer(result)),
     ]
-    for rows in table_rows(result):
-        lines += [
-            "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows
-        ]
-    lines += ["", *(f"- {line}" for line in _footer(result))]
     return "\n".join(lines) + "\n"
 
 

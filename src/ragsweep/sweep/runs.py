@@ -20,7 +20,14 @@ from ragsweep.errors import RagsweepError
 from ragsweep.hashing import sha256_json
 from ragsweep.sweep.result import STATUSES, SweepResult
 from ragsweep.sweep.spec import SweepSpec
-from ragsweep.tracking import MAX_PARAM_VALUE, RunRecord, client_for, ensure_experiment, log_run
+from ragsweep.tracking import (
+    MAX_PARAM_VALUE,
+    RunRecord,
+    batches,
+    client_for,
+    ensure_experiment,
+    log_run,
+)
 
 PARENT_TAG = "mlflow.parentRunId"
 DIGEST_TAG = "ragsweep.sweep_digest"
@@ -96,7 +103,6 @@ class LoggedChild:
     """A child run logged successfully under the parent (``n``: questions scored)."""
 
     run_id: str
-    config_hash: str
     objective: float
     n: int | None
 
@@ -169,11 +175,14 @@ class SweepRuns:
         client.log_artifact(run.info.run_id, str(spec.path))
         return cls(tracking, client, experiment_id, run.info.run_id, resumed=False)
 
-    def _children(self, status: str) -> list[Any]:
+    def _children(self, status: str, extra_filter: str = "") -> list[Any]:
+        """Child runs of the parent with ``status``; ``extra_filter`` adds MLflow filter
+        clauses (``and ...``)."""
         return _search(
             self.client,
             self.experiment_id,
-            f"tags.`{PARENT_TAG}` = '{self.parent_id}' and attributes.status = '{status}'",
+            f"tags.`{PARENT_TAG}` = '{self.parent_id}' and attributes.status = '{status}'"
+            + extra_filter,
         )
 
     def kill_stale_children(self) -> None:
@@ -194,7 +203,6 @@ class SweepRuns:
                 config_hash,
                 LoggedChild(
                     run_id=run.info.run_id,
-                    config_hash=config_hash,
                     objective=float(metrics[objective]),
                     n=None if n is None else int(n),
                 ),
@@ -238,14 +246,13 @@ class SweepRuns:
         FAILED or RUNNING, started at or after ``launched_ms``, without an error tag."""
         if not config_hash:
             return None
+        this_launch = (
+            f" and tags.`ragsweep.config_hash` = '{config_hash}'"
+            f" and attributes.start_time >= {launched_ms}"
+        )
         for status in ("FAILED", "RUNNING"):
-            for run in self._children(status):
-                tags = run.data.tags
-                if (
-                    tags.get("ragsweep.config_hash") == config_hash
-                    and "ragsweep.error" not in tags
-                    and run.info.start_time >= launched_ms
-                ):
+            for run in self._children(status, this_launch):
+                if "ragsweep.error" not in run.data.tags:
                     return run
         return None
 
@@ -256,8 +263,8 @@ class SweepRuns:
 
         run_id = str(run.info.run_id)
         missing = [Param(k, v) for k, v in sorted(params.items()) if k not in run.data.params]
-        for begin in range(0, len(missing), 100):  # MLflow takes at most 100 params a call
-            self.client.log_batch(run_id, params=missing[begin : begin + 100])
+        for batch in batches(missing):
+            self.client.log_batch(run_id, params=batch)
         self.client.log_batch(
             run_id,
             tags=[
