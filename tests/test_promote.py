@@ -40,7 +40,8 @@ def test_promotion_logs_a_tagged_holdout_run(compose_config, project: Path) -> N
 
     holdout = store.get(str(promotion.holdout.run_id))
     tuning_run = store.get(tuning.run_id)
-    assert holdout.tags["ragsweep.stage"] == "holdout"
+    assert holdout.tags["ragsweep.split"] == "holdout"
+    assert "ragsweep.stage" not in holdout.tags  # one tag per meaning
     assert holdout.tags["ragsweep.split"] == "holdout"
     assert holdout.tags["ragsweep.promoted_from"] == tuning.run_id
     assert holdout.tags["ragsweep.holdout_evaluations"] == "1"

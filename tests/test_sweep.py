@@ -16,11 +16,12 @@ from hydra.core.hydra_config import HydraConfig
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
+from ragsweep import tags as tag
 from ragsweep.cli import config_dir, run_from_config
 from ragsweep.errors import RagsweepError
 from ragsweep.sweep.callbacks import RequireMultirunForSweep
 from ragsweep.sweep.result import SweepResult
-from ragsweep.sweep.runs import DIGEST_TAG, find_unfinished_parent
+from ragsweep.sweep.runs import find_unfinished_parent
 from tests.test_pipeline import project_overrides
 
 Task = Callable[[DictConfig], Any]
@@ -406,10 +407,12 @@ def test_resume_after_interruption_does_not_rerun_logged_configs(
     with pytest.raises(KeyboardInterrupt):
         multirun(Interrupt(size=200), tmp_path, "first", *args)
     client, experiment = store(tmp_path)
-    (parent,) = [r for r in client.search_runs(experiment) if DIGEST_TAG in r.data.tags]
+    (parent,) = [r for r in client.search_runs(experiment) if tag.SWEEP_DIGEST in r.data.tags]
     assert parent.info.status == "KILLED"
     assert len(client.search_runs(experiment)) == 3  # parent + the two runs of axis 1
-    assert find_unfinished_parent(client, experiment, parent.data.tags[DIGEST_TAG]) is not None
+    assert (
+        find_unfinished_parent(client, experiment, parent.data.tags[tag.SWEEP_DIGEST]) is not None
+    )
 
     counted = Counter(real_task)
     result = multirun(counted, tmp_path, "second", *args)
@@ -427,7 +430,7 @@ def test_resume_after_interruption_does_not_rerun_logged_configs(
     assert len(children) == 3 and len(set(hashes)) == 3
     assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
     assert client.get_run(parent.info.run_id).info.status == "FINISHED"
-    digest = parent.data.tags[DIGEST_TAG]
+    digest = parent.data.tags[tag.SWEEP_DIGEST]
     assert find_unfinished_parent(client, experiment, digest) is None  # a rerun starts afresh
 
 

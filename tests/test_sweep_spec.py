@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from ragsweep import measures
 from ragsweep.sweep.select import NoObjectiveError, choose, reference_index
 from ragsweep.sweep.spec import (
     Axis,
@@ -80,7 +81,9 @@ def test_defaults_and_baseline_text(tmp_path: Path) -> None:
         ("axes:\n  - chunking.size: [[1, 2]]\n", "not a single value"),
         ("axes:\n  - corpus.path: [a, b]\n", "cannot be an axis"),
         ("axes:\n  - eval.min_span_overlap: [0.5, 1.0]\n", "cannot be an axis"),
-        ("axes:\n  - chunking: [fixed]\ndirection: up\n", "sweep direction='up'"),
+        ("axes:\n  - tracking.experiment: [a, b]\n", "cannot be an axis"),
+        ("axes:\n  - cache.enabled: [true, false]\n", "cannot be an axis"),
+        ("axes:\n  - chunking: [fixed]\ndirection: up\n", "sweep.direction='up' is not one of"),
         ("axes:\n  - chunking: [fixed]\nmin_improvement: -1\n", "must be >= 0"),
         ("axes:\n  - chunking: [fixed]\nbaseline: {eval.objective: mrr}\n", "set by the sweeper"),
         (
@@ -159,45 +162,60 @@ def test_reference_index_without_any_objective() -> None:
 
 
 @pytest.mark.parametrize(
-    ("objectives", "reference", "direction", "min_improvement", "expected"),
+    ("objectives", "reference", "min_improvement", "expected"),
     [
-        ([0.50, 0.505, 0.45], 0, "maximize", 0.01, 0),  # +0.005 is within min_improvement
-        ([0.50, 0.52, 0.53], 0, "maximize", 0.01, 2),  # both qualify: the best wins
-        ([0.50, 0.53, 0.53], 0, "maximize", 0.01, 1),  # an exact tie: the first listed
-        ([0.50, 0.51], 0, "maximize", 0.01, 0),  # exactly min_improvement is not "more"
-        ([0.40, 0.50, 0.30], 1, "maximize", 0.0, 1),  # the reference need not be first
-        ([0.50, 0.42, 0.45], 0, "minimize", 0.05, 1),  # lower is better
-        ([0.50, None, 0.60], 0, "maximize", 0.0, 2),  # failed values are never chosen
+        ([0.50, 0.505, 0.45], 0, 0.01, 0),  # +0.005 is within min_improvement
+        ([0.50, 0.52, 0.53], 0, 0.01, 2),  # both qualify: the best wins
+        ([0.50, 0.53, 0.53], 0, 0.01, 1),  # an exact tie: the first listed
+        ([0.50, 0.51], 0, 0.01, 0),  # exactly min_improvement is not "more"
+        ([0.40, 0.50, 0.30], 1, 0.0, 1),  # the reference need not be first
+        ([0.50, None, 0.60], 0, 0.0, 2),  # failed values are never chosen
     ],
 )
 def test_choose(
     objectives: list[float | None],
     reference: int,
-    direction: str,
     min_improvement: float,
     expected: int,
 ) -> None:
-    assert choose(objectives, reference, direction, min_improvement) == expected
+    recall = measures.parse("recall_at_5")
+    assert choose(objectives, reference, recall, min_improvement) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("objective: recall_at_5\ndirection: minimize\n", "contradicts"),
+        ("objective: chunks_used_at_1000c\n", "not a quality to optimize"),
+        ("objective: recal_at_5\n", "did you mean 'recall_at_5'"),
+        ("objective: recall_at_5\ndirection: up\n", "not one of: maximize, minimize"),
+    ],
+)
+def test_objective_and_direction_are_checked(tmp_path: Path, body: str, message: str) -> None:
+    path = write(tmp_path, body + "axes:\n  - preprocess: [none, nfkc]\n")
+    with pytest.raises(SweepFileError, match=message):
+        load_sweep(path)
 
 
 def test_resume_refuses_a_sweep_that_is_still_running(tmp_path) -> None:
     from mlflow.tracking import MlflowClient
 
+    from ragsweep import tags as tag
     from ragsweep.config import TrackingConfig
-    from ragsweep.sweep.runs import OWNER_TAG, PARENT_TAG, SweepInProgressError, SweepRuns
+    from ragsweep.sweep.runs import SweepInProgressError, SweepRuns
     from ragsweep.sweep.spec import load_sweep
 
     tracking = TrackingConfig(uri=f"sqlite:///{tmp_path / 'mlflow.db'}", experiment="x")
     spec = load_sweep(REPO / "sweeps" / "chunking.yaml")
     live = SweepRuns.open(tracking, spec, "digest", resume=True)  # owned by this live process
     client = MlflowClient(tracking.uri)
-    child = client.create_run(live.experiment_id, tags={PARENT_TAG: live.parent_id})
+    child = client.create_run(live.experiment_id, tags={tag.PARENT_RUN_ID: live.parent_id})
     with pytest.raises(SweepInProgressError, match="still RUNNING"):
         SweepRuns.open(tracking, spec, "digest", resume=True)
     assert client.get_run(child.info.run_id).info.status == "RUNNING"  # left alone
 
     # the owner died without closing the run (kill -9): resuming takes it over
-    client.set_tag(live.parent_id, OWNER_TAG, f"{socket.gethostname()}:{dead_pid()}")
+    client.set_tag(live.parent_id, tag.SWEEP_OWNER, f"{socket.gethostname()}:{dead_pid()}")
     resumed = SweepRuns.open(tracking, spec, "digest", resume=True)
     assert resumed.resumed and resumed.parent_id == live.parent_id
     assert client.get_run(child.info.run_id).info.status == "KILLED"

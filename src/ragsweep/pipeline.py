@@ -21,6 +21,7 @@ import yaml
 from rich.console import Console
 
 from ragsweep import __version__
+from ragsweep import tags as tag
 from ragsweep.cache import StageCache
 from ragsweep.chunking import CHUNKERS, Chunk
 from ragsweep.config import RunConfig
@@ -333,7 +334,7 @@ def run_record(
 
 def _parent_tag(cfg: RunConfig) -> dict[str, str]:
     parent = cfg.tracking.parent_run_id
-    return {"mlflow.parentRunId": parent} if parent else {}
+    return {tag.PARENT_RUN_ID: parent} if parent else {}
 
 
 def _default_run_name(cfg: RunConfig) -> str:
@@ -346,19 +347,18 @@ def run_tags(
     cfg: RunConfig, corpus: Corpus, golden: GoldenSet, model: ModelIdentity, config_hash: str
 ) -> dict[str, str]:
     return {
-        "ragsweep.config_hash": config_hash,
-        "ragsweep.corpus_hash": corpus.content_hash(),
-        "ragsweep.golden_digest": golden.digest,
-        "ragsweep.split": cfg.eval.split,
-        "ragsweep.stage": cfg.eval.split,
-        "ragsweep.min_span_overlap": repr(cfg.eval.min_span_overlap),
-        "ragsweep.embedding.backend": model.backend,
-        "ragsweep.embedding.model": model.name,
-        "ragsweep.embedding.version": model.version,
-        "ragsweep.embedding.dimension": str(model.dimension),
-        "ragsweep.embedding.digest": model.digest or "none",
-        "ragsweep.version": __version__,
-        "ragsweep.git_commit": git_commit(Path(cfg.paths.root_dir)),
+        tag.CONFIG_HASH: config_hash,
+        tag.CORPUS_HASH: corpus.content_hash(),
+        tag.GOLDEN_DIGEST: golden.digest,
+        tag.SPLIT: cfg.eval.split,
+        tag.MIN_SPAN_OVERLAP: repr(cfg.eval.min_span_overlap),
+        tag.EMBEDDING_BACKEND: model.backend,
+        tag.EMBEDDING_MODEL: model.name,
+        tag.EMBEDDING_VERSION: model.version,
+        tag.EMBEDDING_DIMENSION: str(model.dimension),
+        tag.EMBEDDING_DIGEST: model.digest or "none",
+        tag.VERSION: __version__,
+        tag.GIT_COMMIT: git_commit(Path(cfg.paths.root_dir)),
     }
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragsweep import tags as tag
 from ragsweep.config import TrackingConfig
 from ragsweep.errors import ConfigError
 
@@ -135,7 +136,7 @@ def log_run(cfg: TrackingConfig, record: RunRecord) -> str:
         if record.dataset is not None:
             _log_dataset(client, run_id, record.dataset)
         client.log_artifacts(run_id, str(record.artifacts_dir))
-        client.log_batch(run_id, tags=[RunTag("ragsweep.logged", "complete")])
+        client.log_batch(run_id, tags=[RunTag(tag.LOGGED, "complete")])
     except Exception:
         client.set_terminated(run_id, status="FAILED")
         raise

@@ -31,6 +31,7 @@ from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 from rich.markup import escape
 
+from ragsweep import tags as tag
 from ragsweep.cli import plain_config
 from ragsweep.config import RunConfig
 from ragsweep.corpus import load_corpus
@@ -314,7 +315,7 @@ class _SweepRun:
             raise NoObjectiveError(
                 f"axis {number} ({axis.label}): every value failed or was invalid"
             ) from None
-        chosen = choose(objectives, reference, self.spec.direction, self.spec.min_improvement)
+        chosen = choose(objectives, reference, self.spec.measure, self.spec.min_improvement)
         self.state.axes.append(AxisResult(axis, tuple(trials), chosen))
         self._report_axis(trials, chosen)
         if trials[chosen].incumbent:
@@ -461,7 +462,7 @@ class _SweepRun:
             params=flatten(composed.resolved),
             tags={
                 **child_tags(self.spec, number, axis.label, point.label),
-                "ragsweep.config_hash": composed.config_hash or "",
+                tag.CONFIG_HASH: composed.config_hash or "",
             },
             error=error,
             artifacts_dir=job_dir,

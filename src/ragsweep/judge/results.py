@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ragsweep import tags as tag
 from ragsweep.judge.config import JudgeConfig
 from ragsweep.report import markdown_table
 
@@ -144,10 +145,10 @@ class JudgeOutcome:
 
     def tags(self) -> dict[str, str]:
         return {
-            "ragsweep.judge.generator": self.generator.name,
-            "ragsweep.judge.generator_digest": self.generator.digest,
-            "ragsweep.judge.judge": self.judge.name,
-            "ragsweep.judge.judge_digest": self.judge.digest,
+            tag.JUDGE_GENERATOR: self.generator.name,
+            tag.JUDGE_GENERATOR_DIGEST: self.generator.digest,
+            tag.JUDGE_JUDGE: self.judge.name,
+            tag.JUDGE_JUDGE_DIGEST: self.judge.digest,
             "ragsweep.judge.rubric_sha256": self.rubric_digest,
         }
 

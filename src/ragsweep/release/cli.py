@@ -24,6 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ragsweep import tags as tag
 from ragsweep.errors import RagsweepError
 from ragsweep.release.compare import compare_runs, log_comparison, render_markdown
 from ragsweep.release.errors import RunLookupError, ThresholdsError
@@ -32,9 +33,6 @@ from ragsweep.release.nightly import DEFAULT_DROP, run_nightly
 from ragsweep.release.promote import DEFAULT_MAX_USES, DEFAULT_WINDOW_DAYS, promote
 from ragsweep.release.store import (
     HOLDOUT,
-    TAG_BEST,
-    TAG_SPLIT,
-    TAG_STAGE,
     TUNING,
     RunStore,
     current_config,
@@ -93,7 +91,7 @@ def promote_main(argv: Sequence[str] | None = None) -> int:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("run_id", nargs="?", help="the tuning run to promote")
     which.add_argument(
-        "--best", action="store_true", help=f"the newest run tagged {TAG_BEST}=true (sweeps)"
+        "--best", action="store_true", help=f"the newest run tagged {tag.BEST}=true (sweeps)"
     )
     which.add_argument("--latest", action="store_true", help="the newest complete tuning run")
     parser.add_argument(
@@ -119,7 +117,7 @@ def promote_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _pick_tuning_run(store: RunStore, best: bool) -> str:
-    query = f"tags.\"{TAG_BEST}\" = 'true'" if best else f"tags.\"{TAG_STAGE}\" = '{TUNING}'"
+    query = f"tags.\"{tag.BEST}\" = 'true'" if best else f"tags.\"{tag.SPLIT}\" = '{TUNING}'"
     run = store.latest(query)
     if run is None:
         raise RunLookupError(f"no complete run matches {query} in {store.uri}")
@@ -203,9 +201,9 @@ def gate_main(argv: Sequence[str] | None = None) -> int:
 def _ratchet(store: RunStore, path: Path, args: argparse.Namespace) -> int:
     run = store.get(args.run_id)
     run.require_complete()
-    if run.tag(TAG_SPLIT) != HOLDOUT:
+    if run.tag(tag.SPLIT) != HOLDOUT:
         raise ThresholdsError(
-            f"run {run.run_id} is a {run.tag(TAG_SPLIT)} run; floors are checked on the holdout "
+            f"run {run.run_id} is a {run.tag(tag.SPLIT)} run; floors are checked on the holdout "
             "split, so ratchet from a promoted (holdout) run"
         )
     thresholds, changes = ratchet(

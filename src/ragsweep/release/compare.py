@@ -16,18 +16,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragsweep import tags as tag
 from ragsweep.config import EvalConfig, from_mapping
 from ragsweep.evaluate import CaseResult, RetrievedChunk, summarize
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.stats import PairedTest, paired_randomization_test
-from ragsweep.release.store import TAG_CORPUS, TAG_GOLDEN, TAG_SPLIT, LoggedRun, RunStore
+from ragsweep.release.store import LoggedRun, RunStore
 from ragsweep.report import markdown_table, metric_columns
 
 # What must match for two runs' per-case hits to mean the same thing: the same questions and
 # labels, the same documents, and the same relevance rule.
-IDENTITY_TAGS = (TAG_GOLDEN, TAG_SPLIT, TAG_CORPUS, "ragsweep.min_span_overlap")
+IDENTITY_TAGS = (tag.GOLDEN_DIGEST, tag.SPLIT, tag.CORPUS_HASH, tag.MIN_SPAN_OVERLAP)
 LATENCY_KEYS = ("latency_ms_p50", "latency_ms_p95")
-TAG_COMPARED_WITH = "ragsweep.compared_with"
 
 
 @dataclass(frozen=True)
@@ -165,9 +165,9 @@ def identity_mismatches(baseline: LoggedRun, candidate: LoggedRun) -> tuple[str,
     """One line per identity tag (golden digest, split, corpus hash, relevance rule) that
     differs."""
     return tuple(
-        f"{tag}: baseline {baseline.tag(tag)!r} vs candidate {candidate.tag(tag)!r}"
-        for tag in IDENTITY_TAGS
-        if baseline.tag(tag) != candidate.tag(tag)
+        f"{key}: baseline {baseline.tag(key)!r} vs candidate {candidate.tag(key)!r}"
+        for key in IDENTITY_TAGS
+        if baseline.tag(key) != candidate.tag(key)
     )
 
 
@@ -322,8 +322,9 @@ def render_markdown(comparison: Comparison) -> str:
         "",
         f"- **baseline**: `{c.baseline.run_id}` ({c.baseline.name})",
         f"- **candidate**: `{c.candidate.run_id}` ({c.candidate.name})",
-        f"- **split**: {c.candidate.tag(TAG_SPLIT)}; **golden digest**: "
-        f"{c.candidate.tag(TAG_GOLDEN)[:12]}; **corpus**: {c.candidate.tag(TAG_CORPUS)[:12]}",
+        f"- **split**: {c.candidate.tag(tag.SPLIT)}; **golden digest**: "
+        f"{c.candidate.tag(tag.GOLDEN_DIGEST)[:12]}; "
+        f"**corpus**: {c.candidate.tag(tag.CORPUS_HASH)[:12]}",
         f"- **paired cases**: {c.n_cases} ({c.n_answerable} answerable, scored in both)",
         f"- **primary metric**: `{c.metric}`; flips counted on `hit_at_{c.k}`",
     ]
@@ -399,4 +400,4 @@ def log_comparison(store: RunStore, comparison: Comparison, markdown: str) -> No
     store.log_text(
         run_id, json.dumps(comparison.to_json(), indent=2, ensure_ascii=False), "comparison.json"
     )
-    store.set_tag(run_id, TAG_COMPARED_WITH, comparison.baseline.run_id)
+    store.set_tag(run_id, tag.COMPARED_WITH, comparison.baseline.run_id)

@@ -17,14 +17,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ragsweep import tags as tag
 from ragsweep.config import RunConfig
 from ragsweep.pipeline import RunResult, run_evaluation
 from ragsweep.release.errors import RunLookupError, ThresholdsError
 from ragsweep.release.store import (
     HOLDOUT,
-    TAG_GOLDEN,
-    TAG_PROMOTED_FROM,
-    TAG_SPLIT,
     LoggedRun,
     RunStore,
 )
@@ -131,10 +129,10 @@ def find_promoted(store: RunStore, run_id: str | None = None) -> LoggedRun | Non
     None when nothing has been promoted in this store."""
     run_id = run_id or os.environ.get(GATE_RUN_ENV)
     if not run_id:
-        return store.latest(f"tags.\"{TAG_PROMOTED_FROM}\" LIKE '%'")
+        return store.latest(f"tags.\"{tag.PROMOTED_FROM}\" LIKE '%'")
     run = store.get(run_id)
     run.require_complete()
-    if run.tag(TAG_SPLIT) != HOLDOUT:
+    if run.tag(tag.SPLIT) != HOLDOUT:
         raise RunLookupError(f"run {run_id} is not a holdout run; the gate checks promoted runs")
     return run
 
@@ -157,11 +155,14 @@ def baseline_for(
     if thresholds.baseline_run == PROMOTED_BASELINE:
         return f"promoted run {promoted.run_id}", promoted.metrics
     run = store.get(thresholds.baseline_run)
-    if run.tag(TAG_SPLIT) != HOLDOUT or run.tag(TAG_GOLDEN) != promoted.tag(TAG_GOLDEN):
+    if run.tag(tag.SPLIT) != HOLDOUT or run.tag(tag.GOLDEN_DIGEST) != promoted.tag(
+        tag.GOLDEN_DIGEST
+    ):
         raise ThresholdsError(
             f"thresholds baseline_run {run.run_id} must be a holdout run on the promoted run's "
-            f"golden set {promoted.tag(TAG_GOLDEN)[:12]} (it is a {run.tag(TAG_SPLIT)} run on "
-            f"{run.tag(TAG_GOLDEN)[:12]})"
+            f"golden set {promoted.tag(tag.GOLDEN_DIGEST)[:12]} "
+            f"(it is a {run.tag(tag.SPLIT)} run on "
+            f"{run.tag(tag.GOLDEN_DIGEST)[:12]})"
         )
     return f"baseline run {run.run_id}", run.metrics
 
@@ -205,7 +206,7 @@ def render_outcome(outcome: GateOutcome, thresholds: Thresholds) -> str:
     ]
     lines = [
         f"# Gate on promoted run `{outcome.promoted.run_id}` "
-        f"(from `{outcome.promoted.tags.get(TAG_PROMOTED_FROM, '?')}`)",
+        f"(from `{outcome.promoted.tags.get(tag.PROMOTED_FROM, '?')}`)",
         "",
         markdown_table(["metric", "holdout now", "floor", "status"], rows),
         "",

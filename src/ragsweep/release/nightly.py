@@ -21,10 +21,11 @@ from typing import Any
 
 from rich.console import Console
 
+from ragsweep import tags as tag
 from ragsweep.release.compare import LATENCY_KEYS
 from ragsweep.release.errors import EvalLogError
 from ragsweep.release.gate import FLOAT_TOLERANCE, GateOutcome, run_gate
-from ragsweep.release.store import TAG_PROMOTED_FROM, RunStore
+from ragsweep.release.store import RunStore
 from ragsweep.release.thresholds import Thresholds, is_quality_metric
 
 DEFAULT_DROP = 0.05
@@ -48,7 +49,7 @@ class Observation:
         return cls(
             at=at,
             promoted_run=outcome.promoted.run_id,
-            promoted_from=outcome.promoted.tags.get(TAG_PROMOTED_FROM, ""),
+            promoted_from=outcome.promoted.tags.get(tag.PROMOTED_FROM, ""),
             config_hash=outcome.result.config_hash,
             metrics=outcome.metrics,
             violations=tuple(v.message for v in outcome.violations),

@@ -29,6 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ragsweep import tags as tag
 from ragsweep.config import EvalConfig, RunConfig
 from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError
@@ -37,19 +38,12 @@ from ragsweep.pipeline import RunResult, config_hash, run_evaluation, validate_b
 from ragsweep.release.errors import PromotionError
 from ragsweep.release.store import (
     HOLDOUT,
-    TAG_CONFIG_HASH,
-    TAG_CORPUS,
-    TAG_GOLDEN,
-    TAG_PROMOTED_FROM,
-    TAG_SPLIT,
-    TAG_STAGE,
     TUNING,
     LoggedRun,
     RunStore,
 )
 from ragsweep.report import markdown_table, metric_columns
 
-TAG_HOLDOUT_EVALUATIONS = "ragsweep.holdout_evaluations"
 DEFAULT_MAX_USES = 5
 DEFAULT_WINDOW_DAYS = 30
 _DAY_MS = 86_400_000
@@ -107,7 +101,8 @@ def count_holdout_evaluations(
     since = now_ms - window_days * _DAY_MS
     return len(
         store.search(
-            f"tags.\"{TAG_STAGE}\" = '{HOLDOUT}' AND tags.\"{TAG_GOLDEN}\" = '{golden_digest}' "
+            f"tags.\"{tag.SPLIT}\" = '{HOLDOUT}' "
+            f"AND tags.\"{tag.GOLDEN_DIGEST}\" = '{golden_digest}' "
             f"AND attributes.start_time >= {since}"
         )
     )
@@ -142,13 +137,13 @@ def check_same_data(cfg: RunConfig, tuning: LoggedRun) -> None:
     """Refuse when the corpus or golden set on disk differ from what the tuning run saw."""
     corpus = load_corpus(cfg.corpus)
     golden = load_golden(cfg.golden, corpus)
-    current = {TAG_CORPUS: corpus.content_hash(), TAG_GOLDEN: golden.digest}
-    sources = {TAG_CORPUS: cfg.corpus.path, TAG_GOLDEN: cfg.golden.path}
-    for tag, value in current.items():
-        if tuning.tag(tag) != value:
+    current = {tag.CORPUS_HASH: corpus.content_hash(), tag.GOLDEN_DIGEST: golden.digest}
+    sources = {tag.CORPUS_HASH: cfg.corpus.path, tag.GOLDEN_DIGEST: cfg.golden.path}
+    for key, value in current.items():
+        if tuning.tag(key) != value:
             raise PromotionError(
-                f"run {tuning.run_id} was evaluated with {tag}={tuning.tag(tag)[:12]}…, but "
-                f"{sources[tag]} now hashes to {value[:12]}…; its figures are not comparable "
+                f"run {tuning.run_id} was evaluated with {key}={tuning.tag(key)[:12]}…, but "
+                f"{sources[key]} now hashes to {value[:12]}…; its figures are not comparable "
                 "with a holdout run on today's data. Re-run the tuning evaluation first."
             )
 
@@ -165,11 +160,11 @@ def check_same_config(cfg: RunConfig, tuning: LoggedRun) -> None:
     )
     preprocessor, model = validate_before_work(as_tuned)
     now = config_hash(as_tuned, preprocessor, model)
-    if tuning.tag(TAG_CONFIG_HASH) != now:
+    if tuning.tag(tag.CONFIG_HASH) != now:
         logged = {k: tuning.tag(f"ragsweep.embedding.{k}") for k in ("model", "version", "digest")}
         raise PromotionError(
             f"run {tuning.run_id}'s config resolves differently today (config hash "
-            f"{tuning.tag(TAG_CONFIG_HASH)[:12]}… then, {now[:12]}… now): the embedding model "
+            f"{tuning.tag(tag.CONFIG_HASH)[:12]}… then, {now[:12]}… now): the embedding model "
             f"was {logged}, now {model.describe()}; or the synonym file or code defaults "
             "changed. Re-run the tuning evaluation, then promote that run."
         )
@@ -180,9 +175,9 @@ def prepare(store: RunStore, run_id: str) -> tuple[LoggedRun, dict[str, Any], Ru
     are incomplete or not tuning runs, and logged configs that no longer validate."""
     tuning = store.get(run_id)
     tuning.require_complete()
-    if tuning.tag(TAG_SPLIT) != TUNING:
+    if tuning.tag(tag.SPLIT) != TUNING:
         raise PromotionError(
-            f"run {run_id} was evaluated on split {tuning.tag(TAG_SPLIT)!r}; promotion takes "
+            f"run {run_id} was evaluated on split {tuning.tag(tag.SPLIT)!r}; promotion takes "
             "a tuning run"
         )
     resolved = holdout_config(
@@ -211,7 +206,7 @@ def promote(
     tuning, resolved, cfg = prepare(store, run_id)
     check_same_data(cfg, tuning)
     check_same_config(cfg, tuning)
-    digest = tuning.tag(TAG_GOLDEN)
+    digest = tuning.tag(tag.GOLDEN_DIGEST)
     previous = count_holdout_evaluations(store, digest, window_days, int(time.time() * 1000))
     usage = HoldoutUsage(digest, previous, window_days, max_uses)
     console.print(f"[bold red]warning:[/] {usage.message()}" if usage.overused else usage.message())
@@ -221,9 +216,9 @@ def promote(
         output_dir,
         console,
         extra_tags={
-            TAG_STAGE: HOLDOUT,
-            TAG_PROMOTED_FROM: run_id,
-            TAG_HOLDOUT_EVALUATIONS: str(usage.count),
+            tag.SPLIT: HOLDOUT,
+            tag.PROMOTED_FROM: run_id,
+            tag.HOLDOUT_EVALUATIONS: str(usage.count),
         },
     )
     report = render_report(tuning, result, usage, cfg.eval)

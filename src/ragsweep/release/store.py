@@ -18,20 +18,13 @@ from typing import Any
 import yaml
 from hydra import compose, initialize_config_dir
 
+from ragsweep import tags as tag
 from ragsweep.cli import config_dir, plain_config
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.evaluate import CaseResult
 from ragsweep.release.errors import RunLookupError
 from ragsweep.tracking import tracking_uri
 
-TAG_STAGE = "ragsweep.stage"
-TAG_SPLIT = "ragsweep.split"
-TAG_CORPUS = "ragsweep.corpus_hash"
-TAG_GOLDEN = "ragsweep.golden_digest"
-TAG_CONFIG_HASH = "ragsweep.config_hash"
-TAG_LOGGED = "ragsweep.logged"
-TAG_PROMOTED_FROM = "ragsweep.promoted_from"
-TAG_BEST = "ragsweep.best"
 HOLDOUT = "holdout"
 TUNING = "tuning"
 
@@ -59,10 +52,10 @@ class LoggedRun:
 
     def require_complete(self) -> None:
         """Refuse runs that failed or were logged only in part."""
-        if self.status != "FINISHED" or self.tags.get(TAG_LOGGED) != "complete":
+        if self.status != "FINISHED" or self.tags.get(tag.LOGGED) != "complete":
             raise RunLookupError(
                 f"run {self.run_id} is not a complete ragsweep run (status {self.status}, "
-                f"{TAG_LOGGED}={self.tags.get(TAG_LOGGED)!r})"
+                f"{tag.LOGGED}={self.tags.get(tag.LOGGED)!r})"
             )
 
 
@@ -152,7 +145,7 @@ class RunStore:
 
     def latest(self, filter_string: str) -> LoggedRun | None:
         """The newest complete run matching ``filter_string``, if any."""
-        complete = f"attributes.status = 'FINISHED' AND tags.\"{TAG_LOGGED}\" = 'complete'"
+        complete = f"attributes.status = 'FINISHED' AND tags.\"{tag.LOGGED}\" = 'complete'"
         found = self.search(f"{filter_string} AND {complete}" if filter_string else complete, 1)
         return found[0] if found else None
 

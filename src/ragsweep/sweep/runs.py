@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragsweep import tags as tag
 from ragsweep.config import TrackingConfig
 from ragsweep.errors import RagsweepError
 from ragsweep.hashing import sha256_json
@@ -28,10 +29,6 @@ from ragsweep.tracking import (
     ensure_experiment,
     log_run,
 )
-
-PARENT_TAG = "mlflow.parentRunId"
-DIGEST_TAG = "ragsweep.sweep_digest"
-OWNER_TAG = "ragsweep.sweep_owner"  # host:pid of the process driving the sweep
 
 
 class SweepInProgressError(RagsweepError):
@@ -51,7 +48,7 @@ def check_not_running_elsewhere(run: Any) -> None:
     """
     if run.info.status != "RUNNING":
         return
-    owner = run.data.tags.get(OWNER_TAG, "")
+    owner = run.data.tags.get(tag.SWEEP_OWNER, "")
     host, _, pid = owner.rpartition(":")
     if host == socket.gethostname() and pid.isdigit() and not _process_alive(int(pid)):
         return
@@ -91,10 +88,10 @@ def sweep_digest(spec: SweepSpec, baseline_hash: str, corpus_hash: str, golden_d
 def child_tags(spec: SweepSpec, axis_number: int, axis: str, value: str) -> dict[str, str]:
     """Tags of every child run: which sweep, which axis (1-based position) and which value."""
     return {
-        "ragsweep.sweep": spec.name,
-        "ragsweep.axis": axis,
-        "ragsweep.axis_index": str(axis_number),
-        "ragsweep.axis_value": value,
+        tag.SWEEP: spec.name,
+        tag.AXIS: axis,
+        tag.AXIS_INDEX: str(axis_number),
+        tag.AXIS_VALUE: value,
     }
 
 
@@ -124,7 +121,7 @@ def find_unfinished_parent(client: Any, experiment_id: str, digest: str) -> Any 
     """The latest parent run of the sweep with ``digest``, if it did not finish."""
     runs = client.search_runs(
         [experiment_id],
-        filter_string=f"tags.`{DIGEST_TAG}` = '{digest}'",
+        filter_string=f"tags.`{tag.SWEEP_DIGEST}` = '{digest}'",
         order_by=["attributes.start_time DESC"],
         max_results=1,
     )
@@ -163,7 +160,7 @@ class SweepRuns:
         if previous is not None:
             check_not_running_elsewhere(previous)
             client.update_run(previous.info.run_id, status="RUNNING")
-            client.set_tag(previous.info.run_id, OWNER_TAG, owner_id())
+            client.set_tag(previous.info.run_id, tag.SWEEP_OWNER, owner_id())
             runs = cls(tracking, client, experiment_id, previous.info.run_id, resumed=True)
             runs.kill_stale_children()
             return runs
@@ -181,7 +178,7 @@ class SweepRuns:
         return _search(
             self.client,
             self.experiment_id,
-            f"tags.`{PARENT_TAG}` = '{self.parent_id}' and attributes.status = '{status}'"
+            f"tags.`{tag.PARENT_RUN_ID}` = '{self.parent_id}' and attributes.status = '{status}'"
             + extra_filter,
         )
 
@@ -195,7 +192,7 @@ class SweepRuns:
         found: dict[str, LoggedChild] = {}
         for run in self._children("FINISHED"):
             tags, metrics = run.data.tags, run.data.metrics
-            config_hash = tags.get("ragsweep.config_hash")
+            config_hash = tags.get(tag.CONFIG_HASH)
             if not config_hash or objective not in metrics:
                 continue
             n = metrics.get("n_answerable")
@@ -227,13 +224,13 @@ class SweepRuns:
         """
         artifacts_dir.mkdir(parents=True, exist_ok=True)
         (artifacts_dir / "error.txt").write_text(error + "\n", encoding="utf-8")
-        own = self._own_failed_run(tags.get("ragsweep.config_hash", ""), launched_ms)
+        own = self._own_failed_run(tags.get(tag.CONFIG_HASH, ""), launched_ms)
         if own is None:
             record = RunRecord(
                 run_name=run_name,
                 params=params,
                 metrics={},
-                tags={**tags, "ragsweep.error": error[:MAX_TAG_VALUE], PARENT_TAG: self.parent_id},
+                tags={**tags, tag.ERROR: error[:MAX_TAG_VALUE], tag.PARENT_RUN_ID: self.parent_id},
                 artifacts_dir=artifacts_dir,
                 status="FAILED",
             )
@@ -252,7 +249,7 @@ class SweepRuns:
         )
         for status in ("FAILED", "RUNNING"):
             for run in self._children(status, this_launch):
-                if "ragsweep.error" not in run.data.tags:
+                if tag.ERROR not in run.data.tags:
                     return run
         return None
 
@@ -268,7 +265,7 @@ class SweepRuns:
         self.client.log_batch(
             run_id,
             tags=[
-                RunTag("ragsweep.error", error[:MAX_TAG_VALUE]),
+                RunTag(tag.ERROR, error[:MAX_TAG_VALUE]),
                 RunTag("mlflow.runName", run_name),
             ],
         )
@@ -276,8 +273,8 @@ class SweepRuns:
         self.client.set_terminated(run_id, status="FAILED")
 
     def mark_best(self, run_id: str) -> None:
-        self.client.set_tag(run_id, "ragsweep.best", "true")
-        self.client.set_tag(self.parent_id, "ragsweep.best_run_id", run_id)
+        self.client.set_tag(run_id, tag.BEST, "true")
+        self.client.set_tag(self.parent_id, tag.BEST_RUN_ID, run_id)
 
     def finish(self, result: SweepResult, files: Sequence[Path], status: str) -> None:
         """Log the end-of-sweep files on the parent and close it with ``status``. A finished
@@ -303,14 +300,14 @@ class SweepRuns:
 
 def _parent_tags(spec: SweepSpec, digest: str) -> dict[str, str]:
     tags = {
-        "ragsweep.sweep": spec.name,
-        "ragsweep.sweep_role": "parent",
-        "ragsweep.sweep_axes": " → ".join(a.label for a in spec.axes),
-        "ragsweep.objective": spec.objective,
-        "ragsweep.direction": spec.direction,
-        "ragsweep.sweep_file": str(spec.path),
-        DIGEST_TAG: digest,
-        OWNER_TAG: owner_id(),
+        tag.SWEEP: spec.name,
+        tag.SWEEP_ROLE: "parent",
+        tag.SWEEP_AXES: " → ".join(a.label for a in spec.axes),
+        tag.OBJECTIVE: spec.objective,
+        tag.DIRECTION: spec.direction,
+        tag.SWEEP_FILE: str(spec.path),
+        tag.SWEEP_DIGEST: digest,
+        tag.SWEEP_OWNER: owner_id(),
     }
     if spec.description:
         tags["mlflow.note.content"] = spec.description  # shown as the run's description

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ragsweep.errors import RagsweepError
-from ragsweep.sweep.spec import DIRECTIONS
+from ragsweep.measures import Measure
 
 # Objectives are means of per-question scores: differences below this are float noise.
 TOLERANCE = 1e-9
@@ -35,12 +35,12 @@ def reference_index(objectives: Sequence[float | None], incumbent: int | None) -
 def choose(
     objectives: Sequence[float | None],
     reference: int,
-    direction: str,
+    measure: Measure,
     min_improvement: float,
 ) -> int:
     """Index of the chosen value: the reference unless a challenger wins by more than
-    ``min_improvement`` (absolute, in the objective's units) in ``direction``."""
-    gain = DIRECTIONS.get(direction)
+    ``min_improvement`` (absolute, in the objective's units) in ``measure``'s direction."""
+    gain = measure.gain
     reference_value = objectives[reference]
     if reference_value is None:
         raise ValueError("the reference must have an objective")

@@ -10,23 +10,17 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragsweep.config import from_mapping, read_yaml_mapping
+from ragsweep import measures
+from ragsweep.config import SWEEPABLE_GROUPS, from_mapping, read_yaml_mapping
 from ragsweep.errors import ConfigError
-from ragsweep.registry import Registry
+from ragsweep.measures import Measure
 
-# gain(candidate, reference): how much better the candidate's objective is (> 0: better)
-DIRECTIONS: Registry[Callable[[float, float], float]] = Registry("sweep direction")
-DIRECTIONS.add("maximize", lambda candidate, reference: candidate - reference)
-DIRECTIONS.add("minimize", lambda candidate, reference: reference - candidate)
-
-# Config roots an axis may not vary: results are only comparable on the same data, the same
-# metric definitions and the same bookkeeping.
-FIXED_ROOTS = ("corpus", "golden", "eval", "tracking", "paths", "cache", "hydra", "sweep")
+DIRECTIONS = ("maximize", "minimize")
 # Baseline keys the sweeper sets itself.
 RESERVED_KEYS = ("sweep", "eval.objective", "tracking.parent_run_id")
 
@@ -115,13 +109,14 @@ class SweepFile:
     description: str = ""
     baseline: dict[str, Any] = field(default_factory=dict)
     objective: str = "recall_at_5"
-    direction: str = "maximize"
+    direction: str | None = None
     min_improvement: float = 0.0
 
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """A validated sweep: ``min_improvement`` is absolute, in the objective's units."""
+    """A validated sweep: ``min_improvement`` is absolute, in the objective's units;
+    ``direction`` is the objective measure's own (``maximize`` for higher-is-better)."""
 
     name: str
     path: Path
@@ -131,6 +126,10 @@ class SweepSpec:
     objective: str
     direction: str
     min_improvement: float
+
+    @property
+    def measure(self) -> Measure:
+        return measures.parse(self.objective)
 
     def plan(self) -> dict[str, Any]:
         """Everything that defines what the sweep evaluates and how it chooses."""
@@ -185,8 +184,29 @@ def load_sweep(path: Path) -> SweepSpec:
         raise SweepFileError(f"{path}: {exc}") from None
 
 
+def _direction(raw: SweepFile) -> str:
+    """The objective's direction; a sweep file that names the other one is an error."""
+    try:
+        measure = measures.parse(raw.objective)
+        direction = measure.direction
+    except ConfigError as exc:
+        raise ConfigError(f"sweep.objective: {exc}") from None
+    if raw.direction is not None and raw.direction not in DIRECTIONS:
+        raise ConfigError(
+            f"sweep.direction={raw.direction!r} is not one of: {', '.join(DIRECTIONS)}"
+        )
+    if raw.direction is not None and raw.direction != direction:
+        better = "higher" if measure.higher_is_better else "lower"
+        raise ConfigError(
+            f"sweep.direction={raw.direction} contradicts sweep.objective={raw.objective} "
+            f"({better} is better): it would search for the worst configuration; "
+            f"remove 'direction' (it follows from the objective) or set it to {direction}"
+        )
+    return direction
+
+
 def _build(raw: SweepFile, path: Path) -> SweepSpec:
-    DIRECTIONS.get(raw.direction)
+    direction = _direction(raw)
     if raw.min_improvement < 0:
         raise ConfigError(f"sweep.min_improvement={raw.min_improvement} must be >= 0")
     if not raw.axes:
@@ -198,7 +218,7 @@ def _build(raw: SweepFile, path: Path) -> SweepSpec:
         baseline=tuple(_baseline_entry(k, v) for k, v in raw.baseline.items()),
         axes=tuple(_axis(entry, f"sweep.axes[{i}]") for i, entry in enumerate(raw.axes)),
         objective=raw.objective,
-        direction=raw.direction,
+        direction=direction,
         min_improvement=raw.min_improvement,
     )
 
@@ -233,10 +253,11 @@ def _check_axis_key(key: str, where: str) -> None:
     if not _KEY.match(key):
         raise ConfigError(f"{where}: {key!r} is not a config key (e.g. chunking.size)")
     root = re.split(r"[./]", key)[0]
-    if root in FIXED_ROOTS:
+    if root not in SWEEPABLE_GROUPS:
         raise ConfigError(
-            f"{where}: {key!r} cannot be an axis: objectives are only comparable with the "
-            f"same {', '.join(FIXED_ROOTS)} settings (put it in the baseline instead)"
+            f"{where}: {key!r} cannot be an axis: axes vary the retrieval stack "
+            f"({', '.join(SWEEPABLE_GROUPS)}); objectives are only comparable on the same "
+            "data, metric definitions and bookkeeping (put it in the baseline instead)"
         )
 
 

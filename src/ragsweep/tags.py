@@ -1,0 +1,78 @@
+"""The MLflow tag vocabulary: every tag key ragsweep writes or reads, defined once.
+
+Writers (the pipeline, the sweeper, promotion, comparison, the judge) and readers (the run
+store, the gate, resume) import these constants; no tag key is spelled anywhere else. Each
+tag has one meaning (docs/tracking.md lists them).
+"""
+
+from __future__ import annotations
+
+PREFIX = "ragsweep."
+
+# --- identity of a run's result -------------------------------------------------------
+CONFIG_HASH = "ragsweep.config_hash"
+"""sha256 of every result-affecting config value (``RunConfig.config_hash``)."""
+CORPUS_HASH = "ragsweep.corpus_hash"
+"""Content hash of the corpus the run read."""
+GOLDEN_DIGEST = "ragsweep.golden_digest"
+"""Digest of the golden set file."""
+SPLIT = "ragsweep.split"
+"""The golden split the run scored (``eval.split``: tuning or holdout)."""
+MIN_SPAN_OVERLAP = "ragsweep.min_span_overlap"
+"""The relevance rule's threshold (``eval.min_span_overlap``), as ``repr`` of the float."""
+EMBEDDING_BACKEND = "ragsweep.embedding.backend"
+EMBEDDING_MODEL = "ragsweep.embedding.model"
+EMBEDDING_VERSION = "ragsweep.embedding.version"
+EMBEDDING_DIMENSION = "ragsweep.embedding.dimension"
+EMBEDDING_DIGEST = "ragsweep.embedding.digest"
+VERSION = "ragsweep.version"
+"""The ragsweep package version."""
+GIT_COMMIT = "ragsweep.git_commit"
+"""The project's git commit (``-dirty`` with local changes), or ``unknown``."""
+
+# --- bookkeeping ----------------------------------------------------------------------
+LOGGED = "ragsweep.logged"
+"""``complete`` once every param, metric and artifact of the run is in the store."""
+ERROR = "ragsweep.error"
+"""Why a job failed (first characters of the error)."""
+
+# --- sweeps ---------------------------------------------------------------------------
+SWEEP = "ragsweep.sweep"
+"""The sweep's name (on the parent and every child)."""
+SWEEP_ROLE = "ragsweep.sweep_role"
+"""``parent`` on a sweep's parent run."""
+SWEEP_OWNER = "ragsweep.sweep_owner"
+"""``host:pid`` of the process driving the sweep (resume never takes over a live one)."""
+SWEEP_FILE = "ragsweep.sweep_file"
+SWEEP_DIGEST = "ragsweep.sweep_digest"
+"""Digest of the sweep definition; resume finds the parent by it."""
+SWEEP_AXES = "ragsweep.sweep_axes"
+OBJECTIVE = "ragsweep.objective"
+DIRECTION = "ragsweep.direction"
+AXIS = "ragsweep.axis"
+AXIS_INDEX = "ragsweep.axis_index"
+AXIS_VALUE = "ragsweep.axis_value"
+BEST = "ragsweep.best"
+"""``true`` on the sweep's best child."""
+BEST_RUN_ID = "ragsweep.best_run_id"
+"""On the parent: the run id of the best child."""
+
+# --- release --------------------------------------------------------------------------
+PROMOTED_FROM = "ragsweep.promoted_from"
+"""On a holdout run: the tuning run whose config was promoted."""
+HOLDOUT_EVALUATIONS = "ragsweep.holdout_evaluations"
+"""How many holdout evaluations of this golden set the store holds, this one included."""
+COMPARED_WITH = "ragsweep.compared_with"
+
+# --- judge ----------------------------------------------------------------------------
+JUDGE_GENERATOR = "ragsweep.judge.generator"
+JUDGE_GENERATOR_DIGEST = "ragsweep.judge.generator_digest"
+JUDGE_JUDGE = "ragsweep.judge.judge"
+JUDGE_JUDGE_DIGEST = "ragsweep.judge.judge_digest"
+
+# --- MLflow's own ---------------------------------------------------------------------
+PARENT_RUN_ID = "mlflow.parentRunId"
+"""MLflow's nesting tag: the parent run of a sweep child."""
+
+IDENTITY = (GOLDEN_DIGEST, SPLIT, CORPUS_HASH, MIN_SPAN_OVERLAP)
+"""Tags two runs must share for their per-case results to be comparable."""
