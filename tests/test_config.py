@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+from pathlib import Path
 
-from ragsweep.cli import plain_config
-from ragsweep.config import ChunkingConfig, RunConfig, from_mapping
+import pytest
+import yaml
+
+from ragsweep.appconfig import plain_config
+from ragsweep.config import ChunkingConfig, from_mapping, result_fields
 from ragsweep.errors import ConfigError
-from ragsweep.pipeline import config_hash, validate_before_work
+from ragsweep.run_config import RunConfig, hashed_groups, resolve
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def run_config(compose_config, *overrides: str) -> RunConfig:
@@ -19,7 +25,7 @@ def test_default_config_validates(compose_config) -> None:
     assert cfg.chunking.mode == "fixed"
     assert cfg.eval.split == "tuning"
     assert cfg.top_k == 10
-    validate_before_work(cfg)
+    assert resolve(cfg).objective.name == "recall_at_5"
 
 
 @pytest.mark.parametrize(
@@ -64,7 +70,7 @@ def test_typo_in_key_suggests_the_right_one(compose_config) -> None:
 def test_registry_names_fail_before_work(compose_config, overrides, message) -> None:
     cfg = run_config(compose_config, *overrides)
     with pytest.raises(ConfigError) as info:
-        validate_before_work(cfg)
+        resolve(cfg)
     assert message in str(info.value)
 
 
@@ -75,9 +81,7 @@ def test_holdout_needs_explicit_flag(compose_config) -> None:
 
 def test_config_hash_ignores_paths_tracking_and_speed_options(compose_config) -> None:
     def hash_of(*overrides: str) -> str:
-        cfg = run_config(compose_config, *overrides)
-        preprocessor, model = validate_before_work(cfg)
-        return config_hash(cfg, preprocessor, model)
+        return resolve(run_config(compose_config, *overrides)).config_hash
 
     base = hash_of()
     assert hash_of("tracking.experiment=x") == base
@@ -95,8 +99,7 @@ def test_config_hash_follows_the_synonym_file_content(compose_config, tmp_path) 
         cfg = run_config(
             compose_config, "preprocess=nfkc_synonyms", f"preprocess.synonyms_path={synonyms}"
         )
-        preprocessor, model = validate_before_work(cfg)
-        return config_hash(cfg, preprocessor, model)
+        return resolve(cfg).config_hash
 
     first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
     first.write_text("groups:\n  - [sign in, login]\n", encoding="utf-8")
@@ -111,3 +114,66 @@ def test_from_mapping_rejects_wrong_types() -> None:
         from_mapping(ChunkingConfig, {"heading_prefix": "yes"}, "chunking")
     with pytest.raises(ConfigError, match=r"chunking\.size must be an integer"):
         from_mapping(ChunkingConfig, {"size": 1.5}, "chunking")
+
+
+def test_run_config_keeps_its_source_and_the_judge_group(compose_config) -> None:
+    judge = ("judge=ollama", "judge.generator=g", "judge.judge=j", "judge.context_chunks=3")
+    source = plain_config(compose_config(*judge))
+    cfg = RunConfig.from_container(source)
+    assert dict(cfg.source) == source
+    assert cfg.judge.context_chunks == 3 and cfg.judge.enabled
+    assert not RunConfig.from_container(plain_config(compose_config())).judge.enabled
+
+
+def test_hashed_groups_are_an_allow_list_from_field_metadata() -> None:
+    assert hashed_groups() == (
+        "corpus",
+        "golden",
+        "preprocess",
+        "chunking",
+        "embedding",
+        "retrieval",
+        "eval",
+        "judge",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _WithNewField(ChunkingConfig):
+    """A chunking config that gained a field, as a future change would add one."""
+
+    min_chars: int = 0
+
+
+def test_a_new_hashed_field_changes_the_chunks_key() -> None:
+    from ragsweep.config import CorpusConfig
+    from ragsweep.corpus import load_corpus
+    from ragsweep.stages import chunks_key
+
+    demo_corpus = load_corpus(CorpusConfig(path=str(REPO / "demo" / "corpus")))
+    plain, grown = ChunkingConfig(), _WithNewField(min_chars=50)
+    assert "min_chars" in result_fields(grown)
+    assert chunks_key(demo_corpus, grown) != chunks_key(demo_corpus, plain)
+    assert chunks_key(demo_corpus, _WithNewField(min_chars=50)) == chunks_key(demo_corpus, grown)
+
+
+def test_judge_settings_are_hashed_only_when_the_judge_runs(compose_config, tmp_path) -> None:
+    def hash_of(*overrides: str) -> str:
+        return resolve(run_config(compose_config, *overrides)).config_hash
+
+    off = hash_of("+judge.context_chunks=3")
+    assert off == hash_of("+judge.context_chunks=8")  # the judge is off: nothing changes
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text(
+        (REPO / "conf" / "rubrics" / "judge_default.yaml").read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
+    on = ("judge=ollama", "judge.generator=g", "judge.judge=j", f"judge.rubric={rubric}")
+    three, eight = hash_of(*on, "judge.context_chunks=3"), hash_of(*on, "judge.context_chunks=8")
+    assert three != eight
+    rubric.write_text(rubric.read_text(encoding="utf-8") + "\n# a comment\n", encoding="utf-8")
+    assert hash_of(*on, "judge.context_chunks=3") == three  # comments are not content
+    content = yaml.safe_load(rubric.read_text(encoding="utf-8"))
+    content["generator_prompt"] += " Answer in one sentence."
+    rubric.write_text(yaml.safe_dump(content), encoding="utf-8")
+    assert hash_of(*on, "judge.context_chunks=3") != three  # the rubric's content counts

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from ragsweep.config import CorpusConfig
+from ragsweep.config import CorpusConfig, GoldenConfig
 from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError, CorpusError, GoldenError
+from ragsweep.golden import load_golden
 from ragsweep.importers import ImportSummary, import_squad
 from ragsweep.importers.cli import main
 from ragsweep.importers.squad import question_type
@@ -213,6 +214,22 @@ def test_output_loads_as_a_ragsweep_corpus(squad_file: Path, tmp_path: Path) -> 
 
     assert corpus.get("Mill_Town").text == MILL_0 + "\n\n" + MILL_1
     assert corpus.get("Elm_Street").title == "Elm Street"
+
+
+def test_output_loads_back_through_the_golden_loader(squad_file: Path, tmp_path: Path) -> None:
+    import_squad(squad_file, tmp_path / "out", holdout_fraction=0.5)
+    out = tmp_path / "out"
+    corpus = load_corpus(CorpusConfig(path=str(out / "corpus.jsonl")))
+    golden = load_golden(GoldenConfig(path=str(out / "golden.jsonl")), corpus)
+
+    by_id = {case.id: case for case in golden.cases}
+    assert set(by_id) == {row["id"] for row in read_jsonl(out / "golden.jsonl")}
+    assert sum(c.answerable for c in golden.cases) == 3
+    mill = by_id["q-mill"]
+    (span,) = mill.evidence
+    assert (span.doc, span.start, span.end) == ("Mill_Town", 14, 34)
+    assert corpus.get("Mill_Town").text[span.start : span.end] == "the old mill at dawn"
+    assert {c.split for c in golden.cases} <= {"tuning", "holdout"}
 
 
 def test_source_md_records_origin_license_options_and_counts(

@@ -7,13 +7,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ragsweep.embedding import BM25Options, ModelIdentity, bm25_identity, l2_normalize
+from ragsweep.backends.bm25 import BM25Options, bm25_identity, build_bm25_index
+from ragsweep.backends.dense import build_dense_index
+from ragsweep.encoding import ModelIdentity, l2_normalize
 from ragsweep.errors import DriftError
 from ragsweep.index import (
     IndexProvenance,
     Query,
-    build_bm25_index,
-    build_dense_index,
     scope_masker,
     top_k_indices,
     top_k_rows,
@@ -130,7 +130,7 @@ def test_query_side_drift_is_a_hard_error(field: str) -> None:
     index = build_dense_index(vectors, FakeEncoder(query_side), provenance(DENSE_ID, 2))
     with pytest.raises(DriftError) as info:
         index.search([Query("q")], 1, RAW)
-    assert field in str(info.value)
+    assert f"embedding drift ({field})" in str(info.value)  # exactly the differing field
     assert "toy:toy v1" in str(info.value)  # names the index side
 
 
@@ -164,7 +164,7 @@ def test_dense_search_in_small_blocks_gives_the_same_rankings(monkeypatch) -> No
     index = build_dense_index(vectors, FakeEncoder(DENSE_ID), provenance(DENSE_ID, 40))
     queries = [Query("x" * n, None if n % 3 else rng.random(40) < 0.5) for n in range(1, 30)]
     whole = index.search(queries, 5, RAW)
-    monkeypatch.setattr("ragsweep.index.SCORE_BLOCK_CELLS", 100)  # two queries per block
+    monkeypatch.setattr("ragsweep.backends.dense.SCORE_BLOCK_CELLS", 100)  # two queries per block
     blocked = index.search(queries, 5, RAW)
     assert [r.indices.tolist() for r in blocked] == [r.indices.tolist() for r in whole]
     assert [r.scores.tolist() for r in blocked] == [r.scores.tolist() for r in whole]

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
+from ragsweep.appconfig import plain_config
 from ragsweep.chunking import Chunk
-from ragsweep.cli import plain_config
-from ragsweep.config import RunConfig
 from ragsweep.errors import BackendError, ConfigError
 from ragsweep.evaluate import RetrievedChunk
 from ragsweep.golden import EvidenceSpan
@@ -21,6 +20,7 @@ from ragsweep.judge.agreement import AgreementError, compare, load_human, main
 from ragsweep.judge.calls import InvalidVerdict, parse_verdict
 from ragsweep.judge.context import PackedContext, coverages, pack_context
 from ragsweep.pipeline import run_evaluation
+from ragsweep.run_config import resolve
 from tests.fake_ollama import (
     REFUSAL,
     FakeModelServer,
@@ -55,7 +55,7 @@ def run_judged(compose_config, project: Path, server: FakeModelServer, *extra: s
         *extra,
     )
     resolved = plain_config(compose_config(*overrides))
-    result = run_evaluation(RunConfig.from_container(resolved), resolved, project / "run")
+    result = run_evaluation(resolve(resolved), project / "run")
     return result, resolved
 
 
@@ -187,7 +187,7 @@ def test_judge_off_by_default_adds_nothing(compose_config, mini_project: Path) -
     resolved = plain_config(
         compose_config(*project_overrides(mini_project, "tracking.enabled=false"))
     )
-    result = run_evaluation(RunConfig.from_container(resolved), resolved, mini_project / "run")
+    result = run_evaluation(resolve(resolved), mini_project / "run")
     rows = (result.output_dir / "cases.jsonl").read_text().splitlines()
     assert all("judge" not in json.loads(row) for row in rows)
     assert "Generation and judging" not in (result.output_dir / "report.md").read_text()
@@ -393,13 +393,13 @@ def test_judge_config_is_validated(compose_config, mini_project: Path) -> None:
     overrides = project_overrides(mini_project, "judge=ollama", "judge.judge=x")
     resolved = plain_config(compose_config(*overrides))
     with pytest.raises(ConfigError, match=r"judge\.generator is required"):
-        run_evaluation(RunConfig.from_container(resolved), resolved, mini_project / "run")
+        run_evaluation(resolve(resolved), mini_project / "run")
     overrides = project_overrides(
         mini_project, "judge=ollama", "judge.generator=a", "judge.judge=b"
     )
     resolved = plain_config(compose_config(*overrides, "judge.context_chunks=0"))
     with pytest.raises(ConfigError, match=r"judge\.context_chunks=0 must be >= 1"):
-        run_evaluation(RunConfig.from_container(resolved), resolved, mini_project / "run")
+        run_evaluation(resolve(resolved), mini_project / "run")
 
 
 # --- agreement -----------------------------------------------------------------------

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ragsweep.cli import plain_config, run_from_config
-from ragsweep.config import RunConfig
+from ragsweep.appconfig import plain_config
+from ragsweep.cli import run_from_config
 from ragsweep.errors import ConfigError, GoldenError
 from ragsweep.evaluate import CaseResult
 from ragsweep.pipeline import run_evaluation
+from ragsweep.run_config import resolve
 
 
 def project_overrides(project: Path, *extra: str) -> list[str]:
@@ -30,7 +31,7 @@ def evaluate(compose_config, project: Path, *extra: str):
     cfg = compose_config(*project_overrides(project, *extra))
     resolved = plain_config(cfg)
     out = project / "run"
-    return run_evaluation(RunConfig.from_container(resolved), resolved, out), resolved
+    return run_evaluation(resolve(resolved), out), resolved
 
 
 @pytest.fixture
@@ -145,4 +146,13 @@ def _only_tuning(project: Path) -> Path:
 def test_run_from_config_returns_objective(compose_config, mini_project: Path) -> None:
     cfg = compose_config(*project_overrides(mini_project, "tracking.enabled=false"))
     value = run_from_config(cfg, mini_project / "out")
-    assert 0.0 <= value <= 1.0
+    rows = [json.loads(line) for line in (mini_project / "out" / "cases.jsonl").open()]
+    recalls = [row["metrics"]["recall_at_5"] for row in rows if row["metrics"] is not None]
+    assert recalls and value == pytest.approx(sum(recalls) / len(recalls))  # the objective
+    other = compose_config(
+        *project_overrides(mini_project, "tracking.enabled=false"), "eval.objective=hit_at_1"
+    )
+    hits = run_from_config(other, mini_project / "out1")
+    rows = [json.loads(line) for line in (mini_project / "out1" / "cases.jsonl").open()]
+    expected = [row["metrics"]["hit_at_1"] for row in rows if row["metrics"] is not None]
+    assert hits == pytest.approx(sum(expected) / len(expected))

@@ -10,13 +10,13 @@ import pytest
 import yaml
 from rich.console import Console
 
-from ragsweep.cli import plain_config
-from ragsweep.config import RunConfig
+from ragsweep.appconfig import plain_config
 from ragsweep.errors import ConfigError
 from ragsweep.release.cli import promote_main
 from ragsweep.release.errors import PromotionError
 from ragsweep.release.promote import count_holdout_evaluations, promote
 from ragsweep.release.store import RunStore
+from ragsweep.run_config import RunConfig
 from tests.release_support import add_holdout_cases, evaluate, store_uri
 
 DAY_MS = 86_400_000

@@ -7,11 +7,14 @@ import socket
 import numpy as np
 import pytest
 
+from ragsweep.backends import BACKENDS
 from ragsweep.config import EmbeddingConfig
-from ragsweep.embedding import BACKENDS, encode_in_batches, l2_normalize
+from ragsweep.encoding import encode_in_batches, l2_normalize
 from ragsweep.errors import BackendError, ConfigError
-from ragsweep.remote import OllamaEncoder, OpenAICompatEncoder, ServerUnreachable
 from ragsweep.remote.encoder import PROBE_TEXT
+from ragsweep.remote.http import ServerUnreachable
+from ragsweep.remote.ollama import OllamaEncoder
+from ragsweep.remote.openai_compat import OpenAICompatEncoder
 from tests.fake_ollama import DIMENSION, FakeModelServer, fake_embedding
 
 FAST = {"retries": 1, "backoff": 0.01, "timeout": 10.0}

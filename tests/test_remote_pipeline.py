@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ragsweep.cli import plain_config
-from ragsweep.config import RunConfig
+from ragsweep.appconfig import plain_config
 from ragsweep.errors import BackendError
 from ragsweep.pipeline import run_evaluation
+from ragsweep.run_config import resolve
 from tests.fake_ollama import FakeModelServer, Recorded
 from tests.test_pipeline import project_overrides
 
@@ -20,7 +20,7 @@ SECRET = "sk-ragsweep-test-5f0e2c9a"
 
 def evaluate(compose_config, project: Path, *extra: str):
     resolved = plain_config(compose_config(*project_overrides(project, *extra)))
-    return run_evaluation(RunConfig.from_container(resolved), resolved, project / "run"), resolved
+    return run_evaluation(resolve(resolved), project / "run"), resolved
 
 
 def files_containing(root: Path, needle: str) -> list[Path]:

@@ -17,7 +17,8 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from ragsweep import tags as tag
-from ragsweep.cli import config_dir, run_from_config
+from ragsweep.appconfig import config_dir
+from ragsweep.cli import run_from_config
 from ragsweep.errors import RagsweepError
 from ragsweep.sweep.callbacks import RequireMultirunForSweep
 from ragsweep.sweep.result import SweepResult
@@ -224,16 +225,16 @@ class FailsWhileLogging(FakeTask):
     def __call__(self, cfg: DictConfig) -> float:
         if cfg.chunking.mode != "paragraph":
             return super().__call__(cfg)
-        from ragsweep.cli import plain_config
-        from ragsweep.config import RunConfig
-        from ragsweep.pipeline import config_hash, validate_before_work
+        from ragsweep.appconfig import plain_config
+        from ragsweep.run_config import resolve
         from ragsweep.tracking import RunRecord, log_run
 
-        run_cfg = RunConfig.from_container(plain_config(cfg))
+        resolved = resolve(plain_config(cfg))
+        run_cfg = resolved.cfg
         tags = {
             **run_cfg.tracking.tags,
-            "ragsweep.config_hash": config_hash(run_cfg, *validate_before_work(run_cfg)),
-            "mlflow.parentRunId": str(run_cfg.tracking.parent_run_id),
+            tag.CONFIG_HASH: resolved.config_hash,
+            tag.PARENT_RUN_ID: str(run_cfg.tracking.parent_run_id),
         }
         bad_metric = {"not a valid metric name!": 1.0}  # MLflow refuses it mid-logging
         log_run(run_cfg.tracking, RunRecord("paragraph", {}, bad_metric, tags, Path(".")))
@@ -440,3 +441,26 @@ def test_sweep_without_multirun_is_an_error(capsys) -> None:
     assert exit_info.value.code == 2
     assert "ragsweep -m sweep=chunking" in capsys.readouterr().err
     RequireMultirunForSweep().on_run_start(OmegaConf.create({"sweep": None}))  # no sweep: fine
+
+
+class JudgeAxisTask(FakeTask):
+    """Records ``judge.context_chunks`` of every launched job; the objective grows with it."""
+
+    def __call__(self, cfg: DictConfig) -> float:
+        self.calls.append(("judge", str(cfg.judge.context_chunks), 0, 0))
+        return 0.5 + 0.01 * int(cfg.judge.context_chunks)
+
+
+def test_a_judge_axis_launches_one_job_per_value(tmp_path: Path) -> None:
+    task = JudgeAxisTask()
+    sweep = write_sweep(
+        tmp_path,
+        "baseline: {judge: ollama, judge.generator: g, judge.judge: j}\n"
+        "axes:\n  - judge.context_chunks: [3, 5, 8]\n"
+        "objective: recall_at_5\n",
+    )
+    result = multirun(task, tmp_path, "judge", f"sweep={sweep}", "tracking.enabled=false")
+    assert sorted(task.calls) == [("judge", v, 0, 0) for v in ("3", "5", "8")]
+    (axis,) = result.axes
+    assert len({t.config_hash for t in axis.trials}) == 3  # three configurations, not one
+    assert axis.best.point.label == "8"

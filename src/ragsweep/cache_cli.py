@@ -124,7 +124,7 @@ def _ago(seconds: float) -> str:
 
 
 def default_cache_dir() -> Path:
-    from ragsweep.cli import project_root
+    from ragsweep.appconfig import project_root
 
     return Path(project_root()) / "outputs" / "cache"
 

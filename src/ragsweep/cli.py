@@ -6,55 +6,29 @@ comma-separated values runs a plain Hydra grid (one MLflow run per job); ``-m sw
 runs ``sweeps/NAME.yaml`` with the one-axis sweeper (docs/sweeps.md): a parent run with one
 child run per evaluated configuration.
 
-Config directory: ``$RAGSWEEP_CONF_DIR`` if set, else the ``conf/`` folder of the source
-tree this package was installed from (editable install). Extra config folders can be added
-with Hydra's ``--config-dir``.
+Config directory: see :func:`ragsweep.appconfig.config_dir`. Extra config folders can be
+added with Hydra's ``--config-dir``.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from typing import Any, cast
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from ragsweep.config import RunConfig
+from ragsweep.appconfig import config_dir, plain_config, register_resolvers
 from ragsweep.errors import RagsweepError
 from ragsweep.pipeline import run_evaluation
-
-
-def config_dir() -> Path:
-    """The Hydra config directory (see module docstring)."""
-    if os.environ.get("RAGSWEEP_CONF_DIR"):
-        return Path(os.environ["RAGSWEEP_CONF_DIR"]).resolve()
-    return Path(__file__).resolve().parents[2] / "conf"
-
-
-def project_root() -> str:
-    """``$RAGSWEEP_ROOT`` or the folder holding the config directory (the repo root)."""
-    return os.environ.get("RAGSWEEP_ROOT") or str(config_dir().parent)
-
-
-if not OmegaConf.has_resolver("ragsweep_root"):
-    OmegaConf.register_new_resolver("ragsweep_root", project_root)
-
-
-def plain_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config as plain data, without Hydra's own node."""
-    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    return cast(dict[str, Any], container)
+from ragsweep.run_config import resolve
 
 
 def run_from_config(cfg: DictConfig, output_dir: Path) -> float:
     """Validate ``cfg``, run one evaluation into ``output_dir``; return the objective."""
-    resolved = plain_config(cfg)
-    run_cfg = RunConfig.from_container(resolved)
-    return run_evaluation(run_cfg, resolved, output_dir).objective
+    return run_evaluation(resolve(plain_config(cfg)), output_dir).objective
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
@@ -72,6 +46,7 @@ def _app(cfg: DictConfig) -> float:
 
 def main() -> None:
     """Console-script entry point."""
+    register_resolvers()
     _app()
 
 

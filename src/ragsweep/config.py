@@ -1,12 +1,15 @@
-"""Typed, validated stage configurations.
+"""Typed, validated stage configurations, and the machinery that builds them.
 
-Hydra composes a DictConfig from ``conf/``; :func:`RunConfig.from_dictconfig` turns each
-group into the frozen dataclass of its stage and validates it before any work starts.
-Stage functions receive only their own dataclass, never the whole config.
+Hydra composes a DictConfig from ``conf/``; :meth:`ragsweep.run_config.RunConfig.from_container`
+turns each group into the frozen dataclass of its stage (:func:`from_mapping`) and validates
+it before any work starts. Stage functions receive only their own dataclass.
 
-Fields that do not change a result (thread counts, batch sizes, paths of outputs) are marked
-``affects_result=False`` and are left out of :meth:`RunConfig.result_fields`, which is what
-the config hash is computed from.
+Field metadata is what hashing reads: a field declared with :func:`not_hashed` does not
+change a result (thread counts, batch sizes, output paths) and is left out of
+:func:`result_fields`; a field declared with :func:`hashed_in` belongs to a later stage's
+cache key than its group's own (``chunking.heading_prefix`` changes the indexed texts, not
+the chunk spans). Every other field is hashed, so a new field changes the config hash and
+its stage's key unless it is declared not to.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ hashed groups (corpus, golden, eval) define what is measured, so objectives are 
 comparable when they are held."""
 
 
+OWN_STAGE = "own"
+"""The stage of a field declared without :func:`hashed_in`: its config group's own."""
+
+
 def not_hashed(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
     """A dataclass field that does not affect results and is excluded from config hashes."""
     if default is dataclasses.MISSING:
@@ -40,11 +47,30 @@ def not_hashed(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
     return field(default=default, metadata={"affects_result": False}, **kwargs)
 
 
-def result_fields(obj: Any) -> dict[str, Any]:
-    """The fields of a config dataclass that affect results, recursively, as plain values."""
+def hashed_in(stage: str, default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
+    """A result-affecting field whose stage cache key is ``stage``'s, not its group's own
+    (it is still part of the config hash)."""
+    if default is dataclasses.MISSING:
+        return field(metadata={"stage": stage}, **kwargs)
+    return field(default=default, metadata={"stage": stage}, **kwargs)
+
+
+def is_hashed(f: dataclasses.Field[Any]) -> bool:
+    """Whether a dataclass field affects results (see the module docstring)."""
+    return f.metadata.get("affects_result", True) is not False
+
+
+def result_fields(obj: Any, stage: str | None = None) -> dict[str, Any]:
+    """The fields of a config dataclass that affect results, recursively, as plain values.
+
+    With ``stage``, only the fields of that stage: :data:`OWN_STAGE` for those declared
+    without :func:`hashed_in`, or the name given to :func:`hashed_in`.
+    """
     out: dict[str, Any] = {}
     for f in dataclasses.fields(obj):
-        if f.metadata.get("affects_result", True) is False:
+        if not is_hashed(f):
+            continue
+        if stage is not None and f.metadata.get("stage", OWN_STAGE) != stage:
             continue
         value = getattr(obj, f.name)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -226,12 +252,16 @@ class PreprocessConfig:
 
 @dataclass(frozen=True)
 class ChunkingConfig:
-    """How source documents are cut into chunks. Sizes are in characters (code points)."""
+    """How source documents are cut into chunks. Sizes are in characters (code points).
+
+    ``heading_prefix`` prepends a chunk's heading path to its indexed text: it changes the
+    texts stage, not the chunk spans.
+    """
 
     mode: str = "fixed"
     size: int = 800
     overlap: int = 0
-    heading_prefix: bool = False
+    heading_prefix: bool = hashed_in("texts", False)
 
     def __post_init__(self) -> None:
         _require(self.size > 0, f"chunking.size={self.size} must be > 0")
@@ -327,48 +357,3 @@ class CacheConfig:
 
     enabled: bool = not_hashed(True)
     dir: str = not_hashed("")
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """The validated configuration of one evaluation run."""
-
-    corpus: CorpusConfig
-    golden: GoldenConfig
-    preprocess: PreprocessConfig
-    chunking: ChunkingConfig
-    embedding: EmbeddingConfig
-    retrieval: RetrievalConfig
-    eval: EvalConfig
-    tracking: TrackingConfig
-    paths: PathsConfig
-    cache: CacheConfig
-
-    @classmethod
-    def from_container(cls, data: Mapping[str, Any]) -> RunConfig:
-        """Build from a resolved plain mapping (``OmegaConf.to_container(cfg, resolve=True)``).
-
-        Keys outside the stage groups (``hydra``, ``sweep``, ``judge``...) are ignored here;
-        they belong to other components.
-        """
-        hints = typing.get_type_hints(cls)
-        kwargs = {}
-        for f in dataclasses.fields(cls):
-            if f.name not in data:
-                raise ConfigError(f"config group '{f.name}' is missing")
-            kwargs[f.name] = from_mapping(hints[f.name], data[f.name], f.name)
-        return cls(**kwargs)
-
-    @property
-    def top_k(self) -> int:
-        """Retrieval depth: ``retrieval.top_k`` or, when null, the largest eval cut-off."""
-        return self.retrieval.top_k or self.eval.max_k
-
-    def result_fields(self) -> dict[str, Any]:
-        """Everything in the config that can change a metric, as plain values, except the
-        embedding: its options are only validated by the backend, so the backend's
-        ``ModelIdentity`` stands for it in the config hash (``pipeline.config_hash``)."""
-        return {
-            name: result_fields(getattr(self, name))
-            for name in ("corpus", "golden", "preprocess", "chunking", "retrieval", "eval")
-        }

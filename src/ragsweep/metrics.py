@@ -6,16 +6,18 @@ separate step (:func:`mean_by_key`). The rank-based metrics take a
 :class:`~ragsweep.relevance.SpanHits`: for each case, rank and evidence span, whether that
 rank's chunk hits that span. A span hit at several ranks counts once, at its first rank.
 Ranks past the end of a case's retrieved list count as misses. Every case must have at least
-one evidence span. The exact definitions are in docs/metrics.md.
+one evidence span. Names and written definitions live in :mod:`ragsweep.measures`; the
+exact definitions are in docs/metrics.md.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from ragsweep.measures import Measure
 from ragsweep.relevance import (
     PADDING,
     Interval,
@@ -24,30 +26,6 @@ from ragsweep.relevance import (
     doc_codes,
     span_hits,
 )
-
-METRIC_DEFINITIONS: dict[str, str] = {
-    "hit_at_k": (
-        "1 if at least one of the top k chunks hits an evidence span, else 0 "
-        "(Success@k); averaged, the fraction of cases with any evidence in the top k."
-    ),
-    "recall_at_k": (
-        "Fraction of the case's evidence spans hit by at least one of the top k chunks "
-        "(TREC recall@k)."
-    ),
-    "ndcg_at_k": (
-        "Binary nDCG@k: a rank gains 1 if its chunk hits an evidence span not hit above it, "
-        "discounted by log2(rank + 1) and normalised by the ideal ranking of "
-        "min(n_spans, k) hits."
-    ),
-    "mrr": (
-        "Reciprocal rank of the first retrieved chunk that hits any evidence span "
-        "(0 if none does), averaged over cases."
-    ),
-    "coverage_at_k": (
-        "Fraction of the evidence characters (union of the spans per document) that lie "
-        "inside the union of the top k chunks."
-    ),
-}
 
 
 def hit_at_k(h: SpanHits, k: int) -> np.ndarray:
@@ -180,13 +158,16 @@ def metrics_per_case(
     (:func:`evidence_union`), all with the same rows and document codes.
     """
     h = span_hits(ranked, spans, min_span_overlap)
+    at_rank: dict[str, Callable[[int], np.ndarray]] = {
+        "hit": lambda k: hit_at_k(h, k),
+        "recall": lambda k: recall_at_k(h, k),
+        "ndcg": lambda k: ndcg_at_k(h, k),
+        "coverage": lambda k: coverage_at_k(ranked, evidence, k),
+    }
     values: dict[str, np.ndarray] = {}
     for k in ks:
-        values[f"hit_at_{k}"] = hit_at_k(h, k)
-        values[f"recall_at_{k}"] = recall_at_k(h, k)
-        values[f"ndcg_at_{k}"] = ndcg_at_k(h, k)
-        values[f"coverage_at_{k}"] = coverage_at_k(ranked, evidence, k)
-    values["mrr"] = reciprocal_rank(h)
+        values.update({Measure(family, k=k).name: at(k) for family, at in at_rank.items()})
+    values[Measure("mrr").name] = reciprocal_rank(h)
     return values
 
 

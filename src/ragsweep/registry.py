@@ -1,7 +1,7 @@
 """Name → implementation registries that reject duplicates and suggest near matches.
 
-Used instead of if/elif chains on names: chunkers, normalizers, embedding backends and
-retrievers register themselves under a unique name, and a lookup of an unknown name fails
+Used instead of if/elif chains on names: chunkers, normalizers, retrieval backends and
+measure families register themselves under a unique name, and a lookup of an unknown name fails
 with the allowed names and the closest match.
 """
 

@@ -9,16 +9,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ragsweep import measures
 from ragsweep.evaluate import Summary
+from ragsweep.measures import Measure
 from ragsweep.svgchart import line_chart
-
-HEADLINE_FAMILIES = ("hit_at", "recall_at", "ndcg_at", "coverage_at")
 
 
 def metric_columns(summary: Summary, ks: Sequence[int]) -> list[str]:
-    """Metric keys in a fixed reading order: per family, each k; then ``mrr``."""
-    keys = [f"{family}_{k}" for family in HEADLINE_FAMILIES for k in ks]
-    return [k for k in [*keys, "mrr"] if k in summary.overall]
+    """The measures a run computed, in reading order (:func:`ragsweep.measures.computed`)."""
+    return [m.name for m in measures.computed(ks) if m.name in summary.overall]
 
 
 def render_report(
@@ -78,9 +77,9 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def plot_at_k(summary: Summary, ks: Sequence[int], path: Path) -> None:
     """Line chart of hit@k and recall@k (overall means) against k, saved as SVG."""
     series = {
-        family.replace("_at", "@k"): [(k, summary.overall[f"{family}_{k}"]) for k in ks]
-        for family in ("hit_at", "recall_at")
-        if all(f"{family}_{k}" in summary.overall for k in ks)
+        f"{family}@k": [(k, summary.overall[Measure(family, k=k).name]) for k in ks]
+        for family in ("hit", "recall")
+        if all(Measure(family, k=k).name in summary.overall for k in ks)
     }
     chart = line_chart(
         series, list(ks), (0.0, 1.0), "k (retrieved chunks)", "mean over answerable cases"

@@ -2,8 +2,9 @@
 
 The default store is an SQLite database under ``outputs/`` with artifacts beside it; any
 MLflow URI can be given with ``tracking.uri`` or ``MLFLOW_TRACKING_URI``. Runs are written
-with ``MlflowClient`` (no global active run), in one go at the end of a run, so a failed
-run leaves no half-logged entry. See docs/tracking.md.
+with ``MlflowClient`` (no global active run), in one go at the end of a run. A run that
+fails while it is being logged is marked FAILED and lacks the ``ragsweep.logged=complete``
+tag, which readers (promotion, comparison, resume) require. See docs/tracking.md.
 """
 
 from __future__ import annotations

@@ -32,12 +32,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from ragsweep import tags as tag
-from ragsweep.cli import plain_config
-from ragsweep.config import RunConfig
+from ragsweep.appconfig import plain_config
 from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError, RagsweepError
 from ragsweep.golden import load_golden
-from ragsweep.pipeline import config_hash, validate_before_work
+from ragsweep.run_config import RunConfig, resolve
 from ragsweep.sweep.report import plot_objective_by_axis, print_table, summary_markdown
 from ragsweep.sweep.result import AxisResult, FinalConfig, Status, SweepResult, Trial
 from ragsweep.sweep.select import NoObjectiveError, choose, reference_index
@@ -211,11 +210,10 @@ class _SweepRun:
             with read_write(task), open_dict(task):
                 del task["hydra"]
             resolved = plain_config(task)
-            run_cfg = RunConfig.from_container(resolved)
-            preprocessor, identity = validate_before_work(run_cfg)
+            config_hash = resolve(resolved).config_hash
         except (RagsweepError, HydraException, OmegaConfBaseException) as exc:
             return Composed(lines, error=_first_line(exc))
-        return Composed(lines, resolved, config_hash(run_cfg, preprocessor, identity), choices)
+        return Composed(lines, resolved, config_hash, choices)
 
     def _check_axes(self, baseline: Composed) -> None:
         """Fail before any job on an axis key or group option that does not exist."""

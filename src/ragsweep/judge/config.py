@@ -8,12 +8,11 @@ score range, and the scores a refusal on an unanswerable case receives. Its cont
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragsweep.config import check_all, from_mapping, load_config_file, not_hashed
+from ragsweep.config import check_all, load_config_file, not_hashed, result_fields
 from ragsweep.errors import ConfigError
 from ragsweep.hashing import sha256_json
 from ragsweep.remote.http import RetryPolicy
@@ -68,10 +67,10 @@ class JudgeConfig:
         )
         check_all("judge", self, checks)
 
-    @classmethod
-    def from_resolved(cls, resolved_config: Mapping[str, Any]) -> JudgeConfig:
-        """The ``judge`` group of a resolved run config (disabled when absent)."""
-        return from_mapping(cls, resolved_config.get("judge"), "judge")
+    def identity(self) -> dict[str, Any]:
+        """What judged results depend on besides the served models' own identity: the
+        result-affecting settings and the rubric's content digest (not its path)."""
+        return {**result_fields(self), "rubric": load_rubric(self.rubric).digest}
 
 
 @dataclass(frozen=True)

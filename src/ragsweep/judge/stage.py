@@ -17,6 +17,7 @@ from typing import Any
 
 from ragsweep.cache import StageCache
 from ragsweep.chunking import Chunk
+from ragsweep.config import result_fields
 from ragsweep.evaluate import CaseResult
 from ragsweep.golden import GoldenCase
 from ragsweep.hashing import sha256_json
@@ -93,12 +94,8 @@ class JudgeStage:
                 "generator": [self.generator.name, self.generator.digest],
                 "judge": [self.judge.name, self.judge.digest],
                 "rubric": self.rubric.digest,
-                "sampling": {
-                    "temperature": 0,
-                    "seed": self.cfg.seed,
-                    "num_ctx": self.cfg.num_ctx,
-                    "answer_tokens": self.cfg.answer_tokens,
-                },
+                "temperature": 0,
+                "settings": result_fields(self.cfg),
             }
         )
 

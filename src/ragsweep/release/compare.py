@@ -11,14 +11,15 @@ deltas, and a decision line.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragsweep import measures
 from ragsweep import tags as tag
 from ragsweep.config import EvalConfig, from_mapping
 from ragsweep.evaluate import CaseResult, RetrievedChunk, summarize
+from ragsweep.measures import Measure
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.stats import PairedTest, paired_randomization_test
 from ragsweep.release.store import LoggedRun, RunStore
@@ -99,9 +100,10 @@ class Comparison:
     @property
     def verdict(self) -> str:
         """``adopt``, ``reject`` or ``inconclusive`` from the primary metric's paired test."""
-        if self.test.p_value < self.alpha and self.test.mean_difference > 0:
+        gain = measures.parse(self.metric).gain(self.test.mean_difference, 0.0)
+        if self.test.p_value < self.alpha and gain > 0:
             return "adopt"
-        if self.test.p_value < self.alpha and self.test.mean_difference < 0:
+        if self.test.p_value < self.alpha and gain < 0:
             return "reject"
         return "inconclusive"
 
@@ -171,10 +173,9 @@ def identity_mismatches(baseline: LoggedRun, candidate: LoggedRun) -> tuple[str,
     )
 
 
-def primary_k(metric: str, ks: Sequence[int]) -> int:
-    """The cut-off named by ``metric`` (``recall_at_5`` → 5), else the largest of ``ks``."""
-    match = re.search(r"_at_(\d+)$", metric)
-    return int(match.group(1)) if match else max(ks)
+def primary_k(metric: Measure, ks: Sequence[int]) -> int:
+    """The cut-off of ``metric`` (``recall_at_5`` → 5), else the largest of ``ks``."""
+    return metric.k or max(ks)
 
 
 def compare_runs(
@@ -195,9 +196,10 @@ def compare_runs(
     baseline, candidate = store.get(baseline_id), store.get(candidate_id)
     mismatches, pairs, unpaired = _comparable_cases(store, baseline, candidate, force)
     eval_cfg = from_mapping(EvalConfig, store.config(candidate.run_id).get("eval"), "eval")
-    metric = metric or eval_cfg.objective
-    k = primary_k(metric, eval_cfg.ks)
-    scored = _scored_pairs(pairs, [metric, f"hit_at_{k}"], baseline, candidate)
+    primary = measures.require_computed(metric or eval_cfg.objective, eval_cfg.ks, key="--metric")
+    metric = primary.name
+    k = primary_k(primary, eval_cfg.ks)
+    scored = _scored_pairs(pairs, [metric, Measure("hit", k=k).name], baseline, candidate)
     base_summary = summarize([b for b, _ in pairs])
     cand_summary = summarize([c for _, c in pairs])
     columns = metric_columns(cand_summary, eval_cfg.ks)

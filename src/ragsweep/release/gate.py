@@ -18,7 +18,6 @@ from pathlib import Path
 from rich.console import Console
 
 from ragsweep import tags as tag
-from ragsweep.config import RunConfig
 from ragsweep.pipeline import RunResult, run_evaluation
 from ragsweep.release.errors import RunLookupError, ThresholdsError
 from ragsweep.release.store import (
@@ -28,6 +27,7 @@ from ragsweep.release.store import (
 )
 from ragsweep.release.thresholds import PROMOTED_BASELINE, Thresholds
 from ragsweep.report import markdown_table
+from ragsweep.run_config import resolve
 
 GATE_RUN_ENV = "RAGSWEEP_GATE_RUN"
 # Float noise allowed when comparing a value with a floor, a decline limit or a drop.
@@ -143,7 +143,7 @@ def evaluate_promoted(
     """Re-run the promoted run's logged config on the holdout split, without logging."""
     config = store.config(promoted.run_id)
     config["tracking"] = {**config.get("tracking", {}), "enabled": False}
-    return run_evaluation(RunConfig.from_container(config), config, output_dir, console)
+    return run_evaluation(resolve(config), output_dir, console)
 
 
 def baseline_for(

@@ -30,11 +30,11 @@ from typing import Any
 from rich.console import Console
 
 from ragsweep import tags as tag
-from ragsweep.config import EvalConfig, RunConfig
+from ragsweep.config import EvalConfig
 from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError
 from ragsweep.golden import load_golden
-from ragsweep.pipeline import RunResult, config_hash, run_evaluation, validate_before_work
+from ragsweep.pipeline import RunResult, run_evaluation
 from ragsweep.release.errors import PromotionError
 from ragsweep.release.store import (
     HOLDOUT,
@@ -43,6 +43,7 @@ from ragsweep.release.store import (
     RunStore,
 )
 from ragsweep.report import markdown_table, metric_columns
+from ragsweep.run_config import ResolvedConfig, RunConfig, config_hash, resolve
 
 DEFAULT_MAX_USES = 5
 DEFAULT_WINDOW_DAYS = 30
@@ -148,20 +149,25 @@ def check_same_data(cfg: RunConfig, tuning: LoggedRun) -> None:
             )
 
 
-def check_same_config(cfg: RunConfig, tuning: LoggedRun) -> None:
+def check_same_config(resolved: ResolvedConfig, tuning: LoggedRun) -> None:
     """Refuse when the logged config no longer means what it meant for the tuning run.
 
     The config hash covers the embedding model's identity as resolved now (for Ollama: the
     server's digest of the tag), the synonym file's content and every result-affecting value;
     the hash is computed as for the tuning split and must equal the run's tag.
     """
+    cfg = resolved.cfg
     as_tuned = dataclasses.replace(
         cfg, eval=dataclasses.replace(cfg.eval, split=TUNING, allow_holdout=False)
     )
-    preprocessor, model = validate_before_work(as_tuned)
-    now = config_hash(as_tuned, preprocessor, model)
+    now = config_hash(dataclasses.replace(resolved, cfg=as_tuned))
+    model = resolved.model
     if tuning.tag(tag.CONFIG_HASH) != now:
-        logged = {k: tuning.tag(f"ragsweep.embedding.{k}") for k in ("model", "version", "digest")}
+        logged = {
+            "model": tuning.tag(tag.EMBEDDING_MODEL),
+            "version": tuning.tag(tag.EMBEDDING_VERSION),
+            "digest": tuning.tag(tag.EMBEDDING_DIGEST),
+        }
         raise PromotionError(
             f"run {tuning.run_id}'s config resolves differently today (config hash "
             f"{tuning.tag(tag.CONFIG_HASH)[:12]}… then, {now[:12]}… now): the embedding model "
@@ -170,8 +176,8 @@ def check_same_config(cfg: RunConfig, tuning: LoggedRun) -> None:
         )
 
 
-def prepare(store: RunStore, run_id: str) -> tuple[LoggedRun, dict[str, Any], RunConfig]:
-    """The tuning run, its holdout config as plain data and validated; refuses runs that
+def prepare(store: RunStore, run_id: str) -> tuple[LoggedRun, ResolvedConfig]:
+    """The tuning run and its holdout config, validated and resolved; refuses runs that
     are incomplete or not tuning runs, and logged configs that no longer validate."""
     tuning = store.get(run_id)
     tuning.require_complete()
@@ -180,11 +186,11 @@ def prepare(store: RunStore, run_id: str) -> tuple[LoggedRun, dict[str, Any], Ru
             f"run {run_id} was evaluated on split {tuning.tag(tag.SPLIT)!r}; promotion takes "
             "a tuning run"
         )
-    resolved = holdout_config(
+    holdout = holdout_config(
         store.config(run_id), tuning, store.uri, store.experiment_name(tuning.experiment_id)
     )
     try:
-        return tuning, resolved, RunConfig.from_container(resolved)
+        return tuning, resolve(holdout)
     except ConfigError as exc:
         raise PromotionError(f"config.yaml of run {run_id} does not validate: {exc}") from exc
 
@@ -203,20 +209,19 @@ def promote(
     warning and the report.
     """
     console = console or Console(stderr=True)
-    tuning, resolved, cfg = prepare(store, run_id)
+    tuning, resolved = prepare(store, run_id)
+    cfg = resolved.cfg
     check_same_data(cfg, tuning)
-    check_same_config(cfg, tuning)
+    check_same_config(resolved, tuning)
     digest = tuning.tag(tag.GOLDEN_DIGEST)
     previous = count_holdout_evaluations(store, digest, window_days, int(time.time() * 1000))
     usage = HoldoutUsage(digest, previous, window_days, max_uses)
     console.print(f"[bold red]warning:[/] {usage.message()}" if usage.overused else usage.message())
     result = run_evaluation(
-        cfg,
         resolved,
         output_dir,
         console,
         extra_tags={
-            tag.SPLIT: HOLDOUT,
             tag.PROMOTED_FROM: run_id,
             tag.HOLDOUT_EVALUATIONS: str(usage.count),
         },

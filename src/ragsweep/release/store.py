@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hydra import compose, initialize_config_dir
 
 from ragsweep import tags as tag
-from ragsweep.cli import config_dir, plain_config
+from ragsweep.appconfig import compose, plain_config
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.evaluate import CaseResult
 from ragsweep.release.errors import RunLookupError
@@ -61,8 +60,7 @@ class LoggedRun:
 
 def current_config(overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The project's current resolved config: ``conf/`` defaults plus ``overrides``."""
-    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        return plain_config(compose(config_name="config", overrides=list(overrides)))
+    return plain_config(compose(overrides))
 
 
 def current_tracking_uri(config: Mapping[str, Any], uri: str | None = None) -> str:

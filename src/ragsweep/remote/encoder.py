@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragsweep.config import EmbeddingConfig, check_all, not_hashed, result_fields
-from ragsweep.embedding import ModelIdentity, l2_normalize
+from ragsweep.encoding import ModelIdentity, l2_normalize
 from ragsweep.errors import BackendError, ConfigError
 from ragsweep.remote.http import RetryPolicy
 

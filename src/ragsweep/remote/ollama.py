@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragsweep.config import EmbeddingConfig, not_hashed
-from ragsweep.embedding import BACKENDS, Backend, ModelIdentity, options_for
+from ragsweep.encoding import ModelIdentity, options_for
 from ragsweep.errors import BackendError
 from ragsweep.remote.encoder import RemoteEncoder, ServedModel, ServerOptions, required_model
 from ragsweep.remote.http import HttpStatusError, JsonClient, RetryPolicy
@@ -176,8 +176,6 @@ class OllamaEncoder(RemoteEncoder):
         super().__init__(OllamaEmbedApi(model, options), options)
 
 
-def _identity(cfg: EmbeddingConfig) -> ModelIdentity:
+def ollama_identity(cfg: EmbeddingConfig) -> ModelIdentity:
+    """The served model's identity (asks the server: ``/api/show`` and a probe embedding)."""
     return OllamaEncoder(cfg).identity
-
-
-BACKENDS.add("ollama", Backend(kind="dense", identity=_identity, make_encoder=OllamaEncoder))

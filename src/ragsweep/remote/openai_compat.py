@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragsweep.config import EmbeddingConfig, not_hashed
-from ragsweep.embedding import BACKENDS, Backend, ModelIdentity, options_for
+from ragsweep.encoding import ModelIdentity, options_for
 from ragsweep.errors import BackendError, ConfigError
 from ragsweep.hashing import sha256_json
 from ragsweep.remote.encoder import RemoteEncoder, ServedModel, ServerOptions, required_model
@@ -144,8 +144,6 @@ class OpenAICompatEncoder(RemoteEncoder):
         super().__init__(OpenAICompatApi(model, options), options)
 
 
-def _identity(cfg: EmbeddingConfig) -> ModelIdentity:
+def openai_identity(cfg: EmbeddingConfig) -> ModelIdentity:
+    """The served model's identity (asks the server, and embeds a probe text)."""
     return OpenAICompatEncoder(cfg).identity
-
-
-BACKENDS.add("openai", Backend(kind="dense", identity=_identity, make_encoder=OpenAICompatEncoder))

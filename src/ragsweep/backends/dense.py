@@ -1,0 +1,194 @@
+"""Dense backends: exact cosine search over L2-normalized vectors, embedded through the
+content-addressed embedding store.
+
+:class:`DenseBackend` is what ``use_m3``, ``ollama`` and ``openai`` register: each gives an
+identity function and an encoder factory; embedding, caching and search are shared.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ragsweep import index as index_module
+from ragsweep.cache import EmbeddingStore, StageCache
+from ragsweep.config import EmbeddingConfig
+from ragsweep.encoding import DenseEncoder, ModelIdentity, encode_in_batches
+from ragsweep.errors import DriftError
+from ragsweep.hashing import sha256_json, source_digest
+from ragsweep.index import IndexProvenance, Query, Ranked, top_k_rows
+from ragsweep.progress import progress_bar
+
+
+class QueryEmbedder(Protocol):
+    """Embeds query texts with the model named by ``identity`` (rows L2-normalized)."""
+
+    identity: ModelIdentity
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+SCORE_BLOCK_CELLS = 4_000_000
+"""The most query x chunk scores a dense search holds at once. Selection needs ~13 bytes per
+score (the float32 score, an int64 partition index, a comparison), so a block stays near
+50 MB however large the index; up to ~15,000 chunks a whole search batch is one block."""
+
+
+@dataclass
+class DenseIndex:
+    """Exact cosine search: vectors are L2-normalized, so the dot product is the cosine.
+
+    Query embedding happens once for all queries before the timed search. The queries of
+    one ``search`` call are scored with one matrix product per block (at most
+    ``SCORE_BLOCK_CELLS`` scores) and selected together, so ``Ranked.seconds`` is the
+    block's scoring and top-k selection time divided by its number of queries: an
+    amortized per-query time (:func:`ragsweep.evaluate.retrieve` passes batches of
+    ``SEARCH_BATCH`` queries).
+    """
+
+    provenance: IndexProvenance
+    vectors: np.ndarray
+    embedder: QueryEmbedder
+
+    @property
+    def query_model(self) -> ModelIdentity:
+        return self.embedder.identity
+
+    def search(
+        self, queries: Sequence[Query], top_k: int, query_preprocess: Mapping[str, Any]
+    ) -> list[Ranked]:
+        self.provenance.check_query_side(self.query_model, query_preprocess)
+        query_vectors = self.embedder.embed([q.text for q in queries])
+        # np.asarray: a plain view of a memory-mapped index, without np.memmap's per-call
+        # subclass overhead.
+        vectors = np.asarray(self.vectors)
+        rows = max(1, SCORE_BLOCK_CELLS // max(1, len(vectors)))
+        results: list[Ranked] = []
+        for begin in range(0, len(queries), rows):
+            block = queries[begin : begin + rows]
+            started = time.perf_counter()
+            scores = query_vectors[begin : begin + rows] @ vectors.T
+            for row, query in enumerate(block):
+                if query.allowed is not None:
+                    scores[row, ~query.allowed] = -np.inf
+            picked = top_k_rows(scores, top_k, -np.inf)
+            each = (time.perf_counter() - started) / len(block)
+            results += [Ranked(i, scores[row, i], each) for row, i in enumerate(picked)]
+        return results
+
+
+def build_dense_index(
+    vectors: np.ndarray, embedder: QueryEmbedder, provenance: IndexProvenance
+) -> DenseIndex:
+    """Wrap precomputed chunk vectors; their shape must match the provenance."""
+    expected = (provenance.n_chunks, provenance.model.dimension)
+    if vectors.shape != expected:
+        raise DriftError(f"index vectors have shape {vectors.shape}, provenance says {expected}")
+    return DenseIndex(provenance=provenance, vectors=vectors, embedder=embedder)
+
+
+EncoderFactory = Callable[[EmbeddingConfig], DenseEncoder]
+
+_ENCODERS: dict[str, DenseEncoder] = {}
+
+
+def shared_encoder(
+    cfg: EmbeddingConfig, identity: ModelIdentity, make: EncoderFactory
+) -> DenseEncoder:
+    """One encoder per embedding config, resolved model identity and process (models are
+    slow to load). The identity is part of the key because a served model can change under
+    the same config: after an ``ollama pull`` of the tag a long process builds a fresh
+    encoder instead of reusing the one for the old weights.
+
+    Raises DriftError if a new encoder reports another identity (the model changed between
+    resolving the configuration and loading it); such an encoder is not kept.
+    """
+    key = sha256_json({"config": cfg, "identity": identity})
+    if key not in _ENCODERS:
+        encoder = make(cfg)
+        if encoder.identity != identity:
+            raise DriftError(
+                f"encoder reports {encoder.identity.describe()}, the configuration resolved "
+                f"to {identity.describe()}"
+            )
+        _ENCODERS[key] = encoder
+    return _ENCODERS[key]
+
+
+class StoreEmbedder:
+    """Embeds texts through the content-addressed store; loads the model only on a miss."""
+
+    def __init__(
+        self,
+        cfg: EmbeddingConfig,
+        identity: ModelIdentity,
+        store: EmbeddingStore,
+        stage: str,
+        make: EncoderFactory,
+    ) -> None:
+        self.identity = identity
+        self.cfg = cfg
+        self.stage = stage
+        self.store = store
+        self.make = make
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.store.embed(texts, self._encode, self.stage)
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        encoder = shared_encoder(self.cfg, self.identity, self.make)
+        with progress_bar(f"{self.stage}: {len(texts)} texts", len(texts)) as advance:
+            return encode_in_batches(encoder, texts, advance)
+
+
+class DenseBackend:
+    """A dense backend: ``identity`` resolves the model (without loading it), ``encoder``
+    builds the encoder (loading it) on the first embedding miss."""
+
+    index_stage = "dense_index"
+    index_code = ""  # the stored index is the vectors: the model identity says it all
+
+    def __init__(
+        self, identity: Callable[[EmbeddingConfig], ModelIdentity], encoder: EncoderFactory
+    ) -> None:
+        self._identity = identity
+        self.encoder = encoder
+
+    @cached_property
+    def search_code(self) -> str:
+        """Scoring and top-k selection shape rankings (this module and index.py)."""
+        return source_digest(sys.modules[__name__], index_module)
+
+    def identity(self, cfg: EmbeddingConfig) -> ModelIdentity:
+        return self._identity(cfg)
+
+    def cached_index(
+        self,
+        texts: Sequence[str],
+        key: str,
+        cfg: EmbeddingConfig,
+        provenance: IndexProvenance,
+        cache: StageCache,
+    ) -> DenseIndex:
+        model = provenance.model
+        store = EmbeddingStore(cache, model.key, model.dimension)  # chunks and queries share it
+        chunks = StoreEmbedder(cfg, model, store, "embeddings", self.encoder)
+        queries = StoreEmbedder(cfg, model, store, "query_embeddings", self.encoder)
+
+        def build(folder: Path) -> None:
+            np.save(folder / "vectors.npy", chunks.embed(texts), allow_pickle=False)
+            provenance.write(folder)
+
+        def load(folder: Path) -> DenseIndex:
+            provenance.check_stored(folder)
+            vectors = np.load(folder / "vectors.npy", mmap_mode="r")
+            return build_dense_index(vectors, queries, provenance)
+
+        return cache.get_or_build(self.index_stage, key, build, load)

@@ -1,0 +1,182 @@
+"""Cached stages of a run and their keys (see docs/caching.md).
+
+Each stage's key hashes exactly the inputs that change its output, read from the stage
+config's field metadata (:func:`ragsweep.config.result_fields`), so a new result-affecting
+field changes its stage's key unless it is declared not to:
+
+- chunks: corpus content hash + the chunking fields of the chunks stage (mode, size,
+  overlap) + chunker source digest;
+- indexed texts: chunks key + the chunking fields of the texts stage (``heading_prefix``) +
+  preprocessor identity (steps and the synonym file's content hash) + preprocessing code;
+- embeddings and query embeddings: model identity + the exact text (content-addressed);
+- index: indexed-texts key + model identity + the backend's index code digest + ragsweep
+  version (each backend builds and loads its own index: :mod:`ragsweep.backends`);
+- rankings: index key + every query's text and scope mask + retrieval fields and depth +
+  the backend's search code digest.
+
+Nothing about evaluation (``eval.*``, the golden set, tracking) is part of these keys;
+scoring is never cached. The judge's per-case key is built by the judge stage from the
+judge config's result fields (:mod:`ragsweep.judge.stage`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragsweep import __version__
+from ragsweep import preprocess as preprocess_module
+from ragsweep.backends.base import Backend
+from ragsweep.cache import StageCache
+from ragsweep.chunking import CHUNKER_SOURCE_DIGEST, Chunk, chunk_corpus, indexed_text, make_chunk
+from ragsweep.config import OWN_STAGE, ChunkingConfig, RetrievalConfig, result_fields
+from ragsweep.corpus import Corpus
+from ragsweep.encoding import ModelIdentity
+from ragsweep.errors import DriftError
+from ragsweep.hashing import sha256_json, source_digest
+from ragsweep.index import Index, Query, Ranked
+from ragsweep.preprocess import Preprocessor
+
+TEXTS_STAGE = "texts"
+
+
+def chunks_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
+    """Key of a chunk set: corpus content, the chunks-stage chunking fields, chunker code."""
+    return sha256_json(
+        {
+            "corpus": corpus.content_hash(),
+            "chunking": result_fields(cfg, OWN_STAGE),
+            "chunker_code": CHUNKER_SOURCE_DIGEST,
+        }
+    )
+
+
+@cache
+def preprocess_code_digest() -> str:
+    """Code that shapes indexed texts is part of their key, as the chunker's is: editing
+    the cleanup rules must not serve texts made by the old code."""
+    return source_digest(preprocess_module)
+
+
+def texts_key(chunks_key_: str, cfg: ChunkingConfig, preprocessor: Preprocessor) -> str:
+    return sha256_json(
+        {
+            "chunks": chunks_key_,
+            "chunking": result_fields(cfg, TEXTS_STAGE),
+            "preprocess": preprocessor.identity,
+            "preprocess_code": preprocess_code_digest(),
+        }
+    )
+
+
+def index_key(texts_key_: str, model: ModelIdentity, backend: Backend) -> str:
+    """Key of an index. The ragsweep version is part of it because it is part of the stored
+    provenance: an upgrade rebuilds indexes (from cached vectors) instead of failing the
+    provenance check."""
+    return sha256_json(
+        {
+            "texts": texts_key_,
+            "model": model,
+            "ragsweep": __version__,
+            "index_code": backend.index_code,
+        }
+    )
+
+
+def rankings_key(
+    index_key_: str,
+    queries: Sequence[Query],
+    cfg: RetrievalConfig,
+    depth: int,
+    backend: Backend,
+) -> str:
+    """Key of the rankings of ``queries``: the index, every query's text and scope mask (in
+    order), the retrieval fields, the depth actually searched and the search code."""
+    listed = [
+        [q.text, None if q.allowed is None else np.packbits(q.allowed).tobytes().hex()]
+        for q in queries
+    ]
+    return sha256_json(
+        {
+            "index": index_key_,
+            "queries": sha256_json(listed),
+            "retrieval": result_fields(cfg),
+            "depth": depth,
+            "search_code": backend.search_code,
+        }
+    )
+
+
+def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, key: str, cache: StageCache) -> list[Chunk]:
+    """The corpus's chunks under ``key`` (:func:`chunks_key`); spans are cached, texts are
+    re-sliced from the source."""
+
+    def encode(chunks: list[Chunk]) -> list[list[Any]]:
+        return [[c.doc, c.start, c.end, list(c.heading_path)] for c in chunks]
+
+    def decode(rows: list[list[Any]]) -> list[Chunk]:
+        return [make_chunk(corpus.get(d), s, e, tuple(path)) for d, s, e, path in rows]
+
+    return cache.json_value("chunks", key, lambda: chunk_corpus(corpus, cfg), encode, decode)
+
+
+def cached_texts(
+    chunks: Sequence[Chunk],
+    key: str,
+    heading_prefix: bool,
+    preprocessor: Preprocessor,
+    cache: StageCache,
+) -> list[str]:
+    """The preprocessed text that is indexed for each chunk."""
+
+    def compute() -> list[str]:
+        return [preprocessor(indexed_text(c, heading_prefix)) for c in chunks]
+
+    return cache.json_value("texts", key, compute, list, list)
+
+
+def cached_rankings(
+    index: Index,
+    key: str,
+    queries: Sequence[Query],
+    query_preprocess: Mapping[str, Any],
+    top_k: int,
+    search: Callable[[], list[Ranked]],
+    cache: StageCache,
+) -> list[Ranked]:
+    """The rankings of ``queries`` on ``index`` under ``key`` (:func:`rankings_key`);
+    ``search`` runs them on a miss.
+
+    A hit returns the rankings and per-query search times recorded when they were
+    computed. The query side is checked against the index's provenance either way, so a
+    drifted query model or preprocessing fails as it would before a search.
+    """
+    index.provenance.check_query_side(index.query_model, query_preprocess)
+
+    def build(folder: Path) -> None:
+        ranked = search()
+        indices = np.full((len(ranked), top_k), -1, dtype=np.int64)
+        scores = np.zeros((len(ranked), top_k), dtype=np.float32)
+        for row, r in enumerate(ranked):
+            indices[row, : len(r.indices)] = r.indices
+            scores[row, : len(r.scores)] = r.scores
+        np.save(folder / "indices.npy", indices, allow_pickle=False)
+        np.save(folder / "scores.npy", scores, allow_pickle=False)
+        np.save(folder / "seconds.npy", np.array([r.seconds for r in ranked]), allow_pickle=False)
+
+    def load(folder: Path) -> list[Ranked]:
+        indices = np.load(folder / "indices.npy", allow_pickle=False)
+        scores = np.load(folder / "scores.npy", allow_pickle=False)
+        seconds = np.load(folder / "seconds.npy", allow_pickle=False).tolist()
+        if indices.shape != (len(queries), top_k) or len(seconds) != len(queries):
+            raise DriftError(f"cached rankings {folder} do not match {len(queries)} queries")
+        lengths = (indices >= 0).sum(axis=1).tolist()
+        return [
+            Ranked(indices[row, :n], scores[row, :n], seconds[row]) for row, n in enumerate(lengths)
+        ]
+
+    return cache.get_or_build("rankings", key, build, load)
