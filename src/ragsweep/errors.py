@@ -24,3 +24,12 @@ class DriftError(RagsweepError):
 
 class BackendError(RagsweepError):
     """An embedding or generation backend is unavailable or answered badly."""
+
+
+class CacheError(RagsweepError):
+    """The stage cache cannot be used as configured (names ``cache.dir`` and what to do)."""
+
+
+class OutputError(RagsweepError):
+    """A run's artifacts cannot be written (names the run directory and what to do)."""
+

@@ -21,6 +21,7 @@ import yaml
 from rich.console import Console
 
 from ragsweep import __version__
+from ragsweep.atomic import atomic_writer, run_dir_errors, write_text_atomic
 from ragsweep.cache import StageCache
 from ragsweep.chunking import CHUNKERS, Chunk
 from ragsweep.config import RunConfig
@@ -249,8 +250,8 @@ def run_evaluation(
     run_hash = config_hash(cfg, preprocessor, model)
     cache_metrics = cache.stats.as_metrics()  # every stage has run by now
     facts = run_facts(cfg, model, run_hash, len(built.chunks))
-    output_dir.mkdir(parents=True, exist_ok=True)
-    with gc_paused():
+    with gc_paused(), run_dir_errors(output_dir):
+        output_dir.mkdir(parents=True, exist_ok=True)
         write_artifacts(
             output_dir, resolved_config, results, built.chunks, summary, cfg.eval.ks, facts, judged
         )
@@ -394,9 +395,9 @@ def write_artifacts(
     With ``judged``, each ``cases.jsonl`` row gets its ``judge`` record and ``report.md``
     a generation-and-judging section beside the retrieval metrics.
     """
-    (output_dir / "config.yaml").write_text(
+    write_text_atomic(
+        output_dir / "config.yaml",
         yaml.safe_dump(dict(resolved_config), sort_keys=False, allow_unicode=True),
-        encoding="utf-8",
     )
     extras = judged.case_fields() if judged else {}
     _write_jsonl(
@@ -407,8 +408,8 @@ def write_artifacts(
     if judged:
         report += "\n" + judged.report_section()
     definitions = "\n".join(f"- `{k}`: {v}" for k, v in METRIC_DEFINITIONS.items())
-    (output_dir / "report.md").write_text(
-        report + "\n## Metric definitions\n\n" + definitions + "\n", encoding="utf-8"
+    write_text_atomic(
+        output_dir / "report.md", report + "\n## Metric definitions\n\n" + definitions + "\n"
     )
     if summary.overall:
         plot_at_k(summary, ks, output_dir / "metrics_at_k.svg")
@@ -429,5 +430,5 @@ _JSON_LINE = json.JSONEncoder(ensure_ascii=False)  # one encoder: json.dumps bui
 
 
 def _write_jsonl(path: Path, rows: Iterator[dict[str, Any]] | Any) -> None:
-    with path.open("w", encoding="utf-8") as handle:
+    with atomic_writer(path) as handle:  # never a truncated file under the real name
         handle.writelines(_JSON_LINE.encode(row) + "\n" for row in rows)

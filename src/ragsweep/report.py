@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ragsweep.atomic import write_text_atomic
 from ragsweep.evaluate import Summary
 from ragsweep.svgchart import line_chart
 
@@ -85,7 +86,7 @@ def plot_at_k(summary: Summary, ks: Sequence[int], path: Path) -> None:
     chart = line_chart(
         series, list(ks), (0.0, 1.0), "k (retrieved chunks)", "mean over answerable cases"
     )
-    path.write_text(chart, encoding="utf-8")
+    write_text_atomic(path, chart)
 
 
 def print_summary(
