@@ -23,6 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from ragsweep.cli_errors import check_command_line, reported_errors
 from ragsweep.config import RunConfig
 from ragsweep.errors import RagsweepError
 from ragsweep.pipeline import run_evaluation
@@ -71,8 +72,12 @@ def _app(cfg: DictConfig) -> float:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    _app()
+    """Console-script entry point: refuse secret-looking overrides before Hydra writes
+    anything, then run the Hydra app with user errors reported as ``error: ...`` and exit
+    status 2 (:mod:`ragsweep.cli_errors`)."""
+    with reported_errors():
+        check_command_line(sys.argv[1:])
+        _app()
 
 
 if __name__ == "__main__":
