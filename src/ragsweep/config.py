@@ -316,6 +316,13 @@ class TrackingConfig:
     default_db: str = not_hashed("")
     default_artifacts: str = not_hashed("")
 
+    def __post_init__(self) -> None:
+        _require(
+            bool(self.experiment.strip()),
+            f"tracking.experiment={self.experiment!r} must be a non-empty experiment name "
+            "(default: ragsweep)",
+        )
+
 
 @dataclass(frozen=True)
 class CacheConfig:

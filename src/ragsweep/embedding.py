@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ragsweep.config import EmbeddingConfig, from_mapping, result_fields
+from ragsweep.config import EmbeddingConfig, check_all, from_mapping, result_fields
 from ragsweep.errors import BackendError, ConfigError
 from ragsweep.hashing import sha256_file, sha256_json
 from ragsweep.registry import Registry
@@ -112,6 +112,13 @@ class UseM3Options:
         default_factory=lambda: max(1, os.cpu_count() or 1), metadata={"affects_result": False}
     )
     batch_size: int = dataclasses.field(default=64, metadata={"affects_result": False})
+
+    def __post_init__(self) -> None:
+        checks = (
+            (self.threads >= 1, "threads", ">= 1"),
+            (self.batch_size >= 1, "batch_size", ">= 1"),
+        )
+        check_all("embedding.options", self, checks)
 
 
 @functools.lru_cache(maxsize=1)
