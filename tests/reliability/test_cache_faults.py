@@ -130,6 +130,12 @@ def test_a_read_only_cache_with_a_corrupt_entry_and_unseen_texts(
     assert verify.returncode == 1
     assert f"corrupt: {view / chunks_entry.relative_to(cache)}" in verify.stdout
     assert "NOT removed: store is read-only" in verify.stdout
+    prune = run_command(
+        "ragsweep-cache", "--cache-dir", str(view), "prune", "--older-than", "0s", cwd=tmp_path
+    )
+    assert prune.returncode == 1
+    assert "removed 0 entries" in prune.stdout and "could not remove" in prune.stdout
+    assert snapshot(cache) == before
 
 
 # --- malformed metadata ----------------------------------------------------------------
