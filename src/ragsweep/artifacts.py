@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from ragsweep import measures
+from ragsweep.atomic import atomic_writer, write_text_atomic
 from ragsweep.chunking import Chunk
 from ragsweep.evaluate import CaseResult, Summary
 from ragsweep.hashing import sha256_text
@@ -35,9 +36,9 @@ def write_artifacts(
     a generation-and-judging section beside the retrieval metrics.
     """
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "config.yaml").write_text(
+    write_text_atomic(
+        output_dir / "config.yaml",
         yaml.safe_dump(dict(resolved_config), sort_keys=False, allow_unicode=True),
-        encoding="utf-8",
     )
     extras = judged.case_fields() if judged else {}
     write_jsonl(
@@ -48,8 +49,8 @@ def write_artifacts(
     if judged:
         report += "\n" + judged.report_section()
     definitions = "\n".join(f"- `{k}`: {v}" for k, v in measures.definitions(ks).items())
-    (output_dir / "report.md").write_text(
-        report + "\n## Metric definitions\n\n" + definitions + "\n", encoding="utf-8"
+    write_text_atomic(
+        output_dir / "report.md", report + "\n## Metric definitions\n\n" + definitions + "\n"
     )
     if summary.overall:
         plot_at_k(summary, ks, output_dir / "metrics_at_k.svg")
@@ -71,6 +72,7 @@ _JSON_LINE = json.JSONEncoder(ensure_ascii=False)  # one encoder: json.dumps bui
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    """One JSON object per line, UTF-8."""
-    with path.open("w", encoding="utf-8") as handle:
+    """One JSON object per line, UTF-8; written to a temporary file and renamed, so a full
+    disk never leaves a truncated file under the real name."""
+    with atomic_writer(path) as handle:
         handle.writelines(_JSON_LINE.encode(row) + "\n" for row in rows)

@@ -3,9 +3,11 @@
 An entry is a directory ``<cache_dir>/<stage>/<key[:2]>/<key>/`` holding data files and a
 ``meta.json`` with each file's sha256. Entries are written into a temporary directory and
 renamed into place, so a reader sees a whole entry or none; every file is verified against
-its checksum on read, and a corrupt entry is reported, removed and recomputed, never
-served. Builders of the same key in parallel processes serialize on a lock file: one
-computes, the others wait and then read its entry.
+its checksum on read, and a corrupt or malformed entry is reported, removed and recomputed,
+never served. Builders of the same key in parallel processes serialize on a lock file: one
+computes, the others wait and then read its entry. A store that refuses writes (read-only)
+is still used for reading; a full disk is a CacheError naming ``cache.dir`` and what to do
+(docs/caching.md, "What happens when...").
 
 Dense vectors are content-addressed per text in :class:`EmbeddingStore`: one store per
 model identity, shards of (text sha256 → row) written as ``.npy`` (memory-mappable, no
@@ -15,10 +17,13 @@ pickles), so every distinct text is embedded once across all configurations of a
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
+import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -26,12 +31,13 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypeVar
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
 from ragsweep import __version__
+from ragsweep.errors import CacheError
 from ragsweep.hashing import sha256_file, sha256_text
 
 log = logging.getLogger(__name__)
@@ -52,7 +58,11 @@ class StageStats:
 
 @dataclass
 class CacheStats:
+    """Per-stage counters of one run; ``read_only`` is True once the store refused a write
+    (nothing new was stored)."""
+
     stages: dict[str, StageStats] = field(default_factory=dict)
+    read_only: bool = False
 
     def stage(self, name: str) -> StageStats:
         return self.stages.setdefault(name, StageStats())
@@ -77,24 +87,113 @@ class CacheStats:
             else:
                 parts.append(f"{name} {s.hits} hit / {s.misses} computed")
         saved = sum(s.seconds_saved for s in self.stages.values())
-        return ", ".join(parts) + f" (saved ~{saved:.1f} s)"
+        note = "; read-only store: nothing new stored" if self.read_only else ""
+        return ", ".join(parts) + f" (saved ~{saved:.1f} s{note})"
 
 
 class CorruptEntry(Exception):
-    """An entry whose files do not match their recorded checksums."""
+    """An entry whose files do not match their recorded checksums or whose metadata or
+    layout is malformed."""
+
+
+_READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+_NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+LOW_SPACE_BYTES = 1 << 20
+"""Below this many free bytes, a write error without an errno counts as a full disk."""
+
+
+def is_read_only_error(exc: OSError) -> bool:
+    """True when ``exc`` says the file system or directory refuses writes."""
+    return exc.errno in _READ_ONLY_ERRNOS
+
+
+def is_out_of_space_error(exc: OSError, folder: Path) -> bool:
+    """True when ``exc`` comes from a full disk (or quota) under ``folder``.
+
+    numpy reports a short write as a plain ``OSError("62464 requested and 18400 written")``
+    without an errno, so a plain OSError without one counts when ``folder``'s file system
+    has less than :data:`LOW_SPACE_BYTES` free.
+    """
+    if exc.errno in _NO_SPACE_ERRNOS:
+        return True
+    return type(exc) is OSError and exc.errno is None and free_bytes(folder) < LOW_SPACE_BYTES
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes available to this user on the file system holding ``path`` (or its nearest
+    existing parent); a very large number when that cannot be told."""
+    for candidate in (path, *path.parents):
+        try:
+            info = os.statvfs(candidate)
+        except OSError:
+            continue
+        return info.f_bavail * info.f_frsize
+    return 1 << 62
+
+
+def check_cache_dir(root: Path) -> None:
+    """Raise CacheError unless ``root`` is a directory or could be created as one."""
+    for candidate in (root, *root.parents):
+        if not candidate.exists():
+            continue
+        if candidate.is_dir():
+            return
+        where = "is a file" if candidate == root else f"cannot be created: {candidate} is a file"
+        raise CacheError(
+            f"cache.dir={root} {where}, not a directory; point cache.dir at a directory "
+            "(it is created if missing) or run with cache.enabled=false"
+        )
+
+
+def out_of_space(root: Path, what: str, exc: OSError) -> CacheError:
+    """The error for a full disk under the cache: names ``cache.dir`` and what to do."""
+    return CacheError(
+        f"cache.dir={root}: no space left on the device while storing {what} ({exc}); free "
+        f"space (e.g. ragsweep-cache --cache-dir {root} prune --older-than 30d), point "
+        "cache.dir at a disk with room, or run with cache.enabled=false"
+    )
+
+
+_MALFORMED_PAYLOAD = (ValueError, KeyError, TypeError, IndexError, OSError)
+"""What reading a checksum-valid entry raises when its content is not what the stage wrote
+(the entry is then treated as corrupt and recomputed). DriftError is not among them."""
 
 
 class StageCache:
     """Directory entries per (stage, key). With ``root=None`` every lookup is a miss and
-    nothing is written (``cache.enabled=false``)."""
+    nothing is written (``cache.enabled=false``).
+
+    A store that refuses writes (read-only mount, no permission) is still used: its
+    entries are served, misses are computed in a scratch folder and not stored
+    (``read_only`` becomes True and a warning names the folder once). A full disk raises
+    CacheError naming ``cache.dir``.
+    """
 
     def __init__(self, root: Path | None) -> None:
+        if root is not None:
+            check_cache_dir(root)
         self.root = root
         self.stats = CacheStats()
 
     @property
     def enabled(self) -> bool:
         return self.root is not None
+
+    @property
+    def read_only(self) -> bool:
+        """True once the store refused a write: nothing new is stored in this run."""
+        return self.stats.read_only
+
+    def mark_read_only(self, exc: OSError) -> None:
+        """Stop trying to write to the store, with one warning naming it."""
+        if not self.stats.read_only:
+            log.warning(
+                "cache: %s refuses writes (%s): its entries are used, new ones are computed "
+                "but not stored; make it writable or point cache.dir elsewhere to store them",
+                self.root,
+                exc.strerror or exc,
+            )
+        self.stats.read_only = True
 
     def entry_dir(self, stage: str, key: str) -> Path:
         assert self.root is not None
@@ -111,64 +210,132 @@ class StageCache:
 
         ``build(dir)`` writes data files into ``dir``; ``load(dir)`` reads them back.
         """
-        stats = self.stats.stage(stage)
         if self.root is None:
-            # No store: build into a scratch folder and load from it (a memory-mapped file
-            # stays readable after the folder is removed).
-            with tempfile.TemporaryDirectory(prefix="ragsweep-") as scratch:
-                build(Path(scratch))
-                stats.misses += 1
-                return load(Path(scratch))
+            return self._build_scratch(stage, build, load)
         with self._lock(stage, key):
             final = self.entry_dir(stage, key)
-            meta = self._verified_meta(stage, final)
-            if meta is not None:
-                touch(final)
-                stats.hits += 1
-                stats.seconds_saved += float(meta.get("compute_seconds", 0.0))
-                return load(final)
-            self._write_entry(stage, final, build, {"key": key})
-            stats.misses += 1
+            found = self._load_hit(stage, final, load)
+            if found:
+                return found[0]
+            if self.read_only or final.exists() or not self._write_entry(stage, final, build, key):
+                return self._build_scratch(stage, build, load)
+            self.stats.stage(stage).misses += 1
             return load(final)
 
-    def _verified_meta(self, stage: str, entry: Path) -> dict[str, Any] | None:
+    def _build_scratch(
+        self, stage: str, build: Callable[[Path], None], load: Callable[[Path], T]
+    ) -> T:
+        """Build into a scratch folder and load from it, storing nothing (a memory-mapped
+        file stays readable after the folder is removed)."""
+        with tempfile.TemporaryDirectory(prefix="ragsweep-") as scratch:
+            build(Path(scratch))
+            self.stats.stage(stage).misses += 1
+            return load(Path(scratch))
+
+    def _load_hit(self, stage: str, entry: Path, load: Callable[[Path], T]) -> tuple[T] | None:
+        """``(value,)`` for a valid entry, or None: missing, or corrupt (then discarded)."""
         if not entry.exists():
             return None
         try:
-            return verify_entry(entry)
+            meta = verify_entry(entry)
+            value = load(entry)
         except CorruptEntry as exc:
-            log.warning("cache: %s entry %s is corrupt (%s): recomputing", stage, entry.name, exc)
-            self.stats.stage(stage).corrupt += 1
-            remove_entry(entry)
+            self._discard(stage, entry, str(exc))
             return None
+        except _MALFORMED_PAYLOAD as exc:
+            self._discard(stage, entry, f"unreadable content: {type(exc).__name__}: {exc}")
+            return None
+        touch(entry)
+        stats = self.stats.stage(stage)
+        stats.hits += 1
+        stats.seconds_saved += float(meta.get("compute_seconds", 0.0))
+        return (value,)
+
+    def _discard(self, stage: str, entry: Path, reason: str) -> None:
+        self.stats.stage(stage).corrupt += 1
+        if remove_entry(entry):
+            log.warning(
+                "cache: %s entry %s is corrupt (%s): removed, recomputing", stage, entry, reason
+            )
+            return
+        log.warning(
+            "cache: %s entry %s is corrupt (%s) and cannot be removed: recomputing without "
+            "storing; run ragsweep-cache --cache-dir %s verify where the store is writable",
+            stage,
+            entry,
+            reason,
+            self.root,
+        )
 
     def _write_entry(
-        self, stage: str, final: Path, build: Callable[[Path], None], extra: dict[str, Any]
-    ) -> None:
+        self, stage: str, final: Path, build: Callable[[Path], None], key: str
+    ) -> bool:
+        """Build and seal a new entry, then rename it into place. False (nothing built) when
+        the store refuses writes; CacheError when the disk is full."""
         assert self.root is not None
         tmp = self.root / stage / f".tmp-{uuid.uuid4().hex}"
-        tmp.mkdir(parents=True)
+        if not self.make_dir(tmp, f"a {stage} entry"):
+            return False
         try:
             started = time.perf_counter()
             build(tmp)
-            seal_entry(tmp, stage, time.perf_counter() - started, extra)
+            seal_entry(tmp, stage, time.perf_counter() - started, {"key": key})
             final.parent.mkdir(parents=True, exist_ok=True)
             os.rename(tmp, final)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if is_out_of_space_error(exc, tmp.parent):
+                raise out_of_space(self.root, f"a {stage} entry", exc) from exc
+            raise
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        return True
+
+    def make_dir(self, folder: Path, what: str) -> bool:
+        """Create ``folder`` (and parents); False if the store refuses writes."""
+        assert self.root is not None
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if is_read_only_error(exc):
+                self.mark_read_only(exc)
+                return False
+            if is_out_of_space_error(exc, self.root):
+                raise out_of_space(self.root, what, exc) from exc
+            raise
+        return True
 
     @contextmanager
     def _lock(self, stage: str, key: str) -> Iterator[None]:
+        """Exclusive per-key lock; none in a store that refuses writes (nothing is written
+        to it, and readers always see whole entries)."""
         assert self.root is not None
         lock_dir = self.root / stage / ".locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with open(lock_dir / f"{key}.lock", "a+") as handle:
+        handle = None
+        if not self.read_only and self.make_dir(lock_dir, "a lock file"):
+            handle = self._open_lock(lock_dir / f"{key}.lock")
+        if handle is None:
+            yield
+            return
+        with handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _open_lock(self, path: Path) -> IO[str] | None:
+        assert self.root is not None
+        try:
+            return open(path, "a+")  # closed by _lock
+        except OSError as exc:
+            if is_read_only_error(exc):
+                self.mark_read_only(exc)
+                return None
+            if is_out_of_space_error(exc, self.root):
+                raise out_of_space(self.root, "a lock file", exc) from exc
+            raise
 
     # --- typed helpers ------------------------------------------------------------------
 
@@ -217,16 +384,55 @@ def seal_entry(folder: Path, stage: str, seconds: float, extra: dict[str, Any]) 
     write_json(folder / META, meta)
 
 
-def verify_entry(folder: Path) -> dict[str, Any]:
-    """Return the entry's meta if every file matches its checksum, else raise CorruptEntry."""
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def read_meta(folder: Path) -> dict[str, Any]:
+    """The entry's ``meta.json`` if it is well formed (a ``files`` map of relative file
+    names to sha256 digests, ``compute_seconds`` a number >= 0), else CorruptEntry.
+    Checksums are not compared here (:func:`verify_entry` does)."""
     try:
         meta = json.loads((folder / META).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise CorruptEntry(f"unreadable {META}: {exc}") from None
-    files = meta.get("files") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict):
+        raise CorruptEntry(f"{META} is a JSON {type(meta).__name__}, not an object")
+    files = meta.get("files")
     if not isinstance(files, dict) or not files:
         raise CorruptEntry(f"{META} lists no files")
     for name, digest in files.items():
+        if not _is_member_name(name):
+            raise CorruptEntry(f"{META} lists {name!r}, which is not a file inside the entry")
+        if not isinstance(digest, str) or not _SHA256_HEX.fullmatch(digest):
+            raise CorruptEntry(f"{META}: the checksum of {name} is not a sha256 digest")
+    seconds = meta.get("compute_seconds", 0.0)
+    if not _is_seconds(seconds):
+        raise CorruptEntry(f"{META}: compute_seconds={seconds!r} is not a number >= 0")
+    return meta
+
+
+def _is_member_name(name: object) -> bool:
+    """A relative POSIX path inside the entry (no ``..``, not absolute, not meta.json)."""
+    if not isinstance(name, str) or not name or name == META:
+        return False
+    path = PurePosixPath(name)
+    return not path.is_absolute() and all(part not in ("", ".", "..") for part in name.split("/"))
+
+
+def _is_seconds(value: object) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def verify_entry(folder: Path) -> dict[str, Any]:
+    """Return the entry's meta if it is well formed (:func:`read_meta`) and every file
+    matches its checksum, else raise CorruptEntry."""
+    meta = read_meta(folder)
+    for name, digest in meta["files"].items():
         path = folder / name
         if not path.is_file():
             raise CorruptEntry(f"{name} is missing")
@@ -241,14 +447,21 @@ def touch(folder: Path) -> None:
         os.utime(folder)
 
 
-def remove_entry(folder: Path) -> None:
-    """Move an entry aside atomically, then delete it (readers never see half of it)."""
+def remove_entry(folder: Path) -> bool:
+    """Move an entry aside atomically, then delete it (readers never see half of it).
+
+    True when the entry is gone; False when the store refused (read-only, no permission),
+    in which case the entry is left as it was.
+    """
     trash = folder.parent / f".trash-{uuid.uuid4().hex}"
     try:
         os.rename(folder, trash)
     except FileNotFoundError:
-        return
+        return True
+    except OSError:
+        return False
     shutil.rmtree(trash, ignore_errors=True)
+    return True
 
 
 # --- content-addressed embeddings -----------------------------------------------------
@@ -260,6 +473,14 @@ class _Row:
     row: int
 
 
+@dataclass(frozen=True)
+class _Listing:
+    """What a shard's ``meta.json`` and ``keys.json`` say, read without checksums."""
+
+    seconds: float
+    keys: list[str]
+
+
 class EmbeddingStore:
     """Vectors of one model identity, addressed by the sha256 of the exact embedded text.
 
@@ -267,6 +488,11 @@ class EmbeddingStore:
     with this model are passed to ``encode``, as one new shard. Several processes may add
     shards for the same texts at once: each shard is complete and verified on its own, and
     identical texts give identical rows, so duplicates are harmless (the first one wins).
+
+    A corrupt or malformed shard (checksums, metadata, keys, or a vector array whose shape
+    does not match them) is removed and its texts are embedded again, however many shards
+    one call needs. In a store that refuses writes, new vectors are kept in memory for the
+    rest of the process instead.
     """
 
     def __init__(self, cache: StageCache, model_key: str, dimension: int) -> None:
@@ -277,6 +503,9 @@ class EmbeddingStore:
         self._seconds_per_text = 0.0
         self._known: dict[str, _Row] | None = None  # shard index; rescanned on a miss
         self._computed = (0.0, 0)  # compute seconds and rows of the shards in _known
+        self._memory: dict[str, list[str]] = {}  # shards kept in memory (store refused writes)
+        self._bad: set[str] = set()  # shards found corrupt: never used again by this store
+        self._found_malformed = 0  # malformed shards skipped by scans, not yet counted
 
     @property
     def folder(self) -> Path | None:
@@ -295,29 +524,31 @@ class EmbeddingStore:
         keys = [sha256_text(t) for t in texts]
         if self.folder is None:
             return self._embed_uncached(keys, texts, encode, stats)
-        for attempt in range(2):  # a second pass only after dropping a corrupt shard
-            fresh = attempt > 0 or self._known is None
+        encoded = 0
+        fresh = self._known is None
+        while True:  # every pass that finds corrupt shards drops them for good: it ends
             index = self._index(rescan=fresh)
             missing = _unique_missing(keys, texts, index)
             if missing and not fresh:  # another process may have written them meanwhile
                 index = self._index(rescan=True)
                 missing = _unique_missing(keys, texts, index)
+            stats.corrupt += self._take_malformed()
             if missing:
                 started = time.perf_counter()
                 vectors = encode([text for _, text in missing])
                 self._add_shard([k for k, _ in missing], vectors, time.perf_counter() - started)
                 index = self._index(rescan=False)
-            try:
-                matrix = self._gather(keys, index)
-            except CorruptEntry:
-                stats.corrupt += 1
-                continue
-            distinct = len(set(keys))
-            stats.misses += len(missing)
-            stats.hits += distinct - len(missing)
-            stats.seconds_saved += self._seconds_per_text * (distinct - len(missing))
-            return matrix
-        raise CorruptEntry(f"embedding store {self.folder} keeps failing verification")
+                encoded += len(missing)
+            bad = self._corrupt_shards({index[key].shard for key in keys})
+            if not bad:
+                break
+            stats.corrupt += len(bad)
+            fresh = True
+        distinct = len(set(keys))
+        stats.misses += encoded
+        stats.hits += distinct - encoded
+        stats.seconds_saved += self._seconds_per_text * (distinct - encoded)
+        return self._gather(keys, index)
 
     def _embed_uncached(
         self,
@@ -352,23 +583,37 @@ class EmbeddingStore:
 
     def _scan(self) -> dict[str, _Row]:
         index: dict[str, _Row] = {}
-        folder = self.folder
-        if folder is None or not folder.exists():
-            return index
         total_seconds, total_rows = 0.0, 0
-        shards = (p for p in folder.iterdir() if not p.name.startswith("."))  # no tmp/trash
-        for shard in sorted(p for p in shards if (p / META).is_file()):
-            try:
-                meta = json.loads((shard / META).read_text(encoding="utf-8"))
-                keys = json.loads((shard / "keys.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue  # verified (and removed if corrupt) when a row of it is needed
-            total_seconds += float(meta.get("compute_seconds", 0.0))
-            total_rows += len(keys)
-            for row, key in enumerate(keys):
-                index.setdefault(key, _Row(shard.name, row))
+        for name, listing in [*self._disk_listings(), *self._memory_listings()]:
+            total_seconds += listing.seconds
+            total_rows += len(listing.keys)
+            for row, key in enumerate(listing.keys):
+                index.setdefault(key, _Row(name, row))
         self._set_computed(total_seconds, total_rows)
         return index
+
+    def _disk_listings(self) -> Iterator[tuple[str, _Listing]]:
+        """Every complete shard on disk, by name; malformed ones are dropped (and counted)."""
+        folder = self.folder
+        if folder is None or not folder.exists():
+            return
+        shards = (p for p in folder.iterdir() if not p.name.startswith("."))  # no tmp/trash
+        for shard in sorted(p for p in shards if (p / META).is_file()):
+            if shard.name in self._bad:
+                continue
+            try:
+                yield shard.name, _read_listing(shard)
+            except CorruptEntry as exc:
+                self._found_malformed += 1
+                self._drop(shard.name, str(exc))
+
+    def _memory_listings(self) -> Iterator[tuple[str, _Listing]]:
+        for name, keys in self._memory.items():
+            yield name, _Listing(0.0, keys)
+
+    def _take_malformed(self) -> int:
+        found, self._found_malformed = self._found_malformed, 0
+        return found
 
     def _set_computed(self, seconds: float, rows: int) -> None:
         self._computed = (seconds, rows)
@@ -379,6 +624,9 @@ class EmbeddingStore:
         the folder or the shard back (its rows are the vectors in hand)."""
         vectors = self._checked(vectors, len(keys))
         name = self._write_shard(keys, vectors, seconds)
+        if name is None:  # the store refuses writes: keep the rows for this process
+            name = f".memory-{uuid.uuid4().hex}"
+            self._memory[name] = keys
         assert self._known is not None
         for row, key in enumerate(keys):
             self._known.setdefault(key, _Row(name, row))
@@ -386,48 +634,127 @@ class EmbeddingStore:
         total_seconds, total_rows = self._computed
         self._set_computed(total_seconds + seconds, total_rows + len(keys))
 
-    def _write_shard(self, keys: list[str], vectors: np.ndarray, seconds: float) -> str:
-        """Write ``vectors`` (already checked) as a new shard; return its name."""
+    def _write_shard(self, keys: list[str], vectors: np.ndarray, seconds: float) -> str | None:
+        """Write ``vectors`` (already checked) as a new shard; return its name, or None when
+        the store refuses writes. A full disk raises CacheError naming ``cache.dir``."""
         folder = self.folder
-        assert folder is not None
+        assert folder is not None and self.cache.root is not None
+        if self.cache.read_only:
+            return None
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
         tmp = folder / f".tmp-{name}"
-        tmp.mkdir(parents=True)
+        if not self.cache.make_dir(tmp, "an embedding shard"):
+            return None
         try:
             np.save(tmp / "vectors.npy", vectors, allow_pickle=False)
             write_json(tmp / "keys.json", keys)
             seal_entry(tmp, "embeddings", seconds, {"rows": len(keys), "dim": self.dimension})
             os.rename(tmp, folder / name)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if is_out_of_space_error(exc, folder):
+                raise out_of_space(self.cache.root, "an embedding shard", exc) from exc
+            raise
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return name
 
+    def _corrupt_shards(self, names: set[str]) -> list[str]:
+        """Verify every shard in ``names`` not verified yet; drop and return the bad ones."""
+        bad = []
+        for name in sorted(names - set(self._verified)):
+            try:
+                self._verified[name] = self._verified_vectors(name)
+            except CorruptEntry as exc:
+                self._drop(name, str(exc))
+                bad.append(name)
+        return bad
+
+    def _verified_vectors(self, name: str) -> np.ndarray:
+        assert self.folder is not None
+        path = self.folder / name
+        verify_shard(path, self.dimension)
+        touch(path)
+        return np.load(path / "vectors.npy", mmap_mode="r")
+
+    def _drop(self, name: str, reason: str) -> None:
+        """Never use shard ``name`` again; remove it from disk if the store allows."""
+        assert self.folder is not None
+        self._bad.add(name)
+        path = self.folder / name
+        if remove_entry(path):
+            log.warning(
+                "cache: embedding shard %s is corrupt (%s): removed, recomputing", path, reason
+            )
+        else:
+            log.warning(
+                "cache: embedding shard %s is corrupt (%s) and cannot be removed: "
+                "recomputing; run ragsweep-cache --cache-dir %s verify where the store is "
+                "writable",
+                path,
+                reason,
+                self.cache.root,
+            )
+
     def _gather(self, keys: Sequence[str], index: dict[str, _Row]) -> np.ndarray:
+        """The rows of ``keys`` from their (already verified) shards."""
         matrix = np.empty((len(keys), self.dimension), dtype=np.float32)
         by_shard: dict[str, list[tuple[int, int]]] = {}
         for i, key in enumerate(keys):
             location = index[key]
             by_shard.setdefault(location.shard, []).append((i, location.row))
         for shard, pairs in by_shard.items():
-            vectors = self._shard_vectors(shard)
             targets, rows = zip(*pairs, strict=True)
-            matrix[list(targets)] = vectors[list(rows)]
+            matrix[list(targets)] = self._verified[shard][list(rows)]
         return matrix
 
-    def _shard_vectors(self, shard: str) -> np.ndarray:
-        if shard not in self._verified:
-            assert self.folder is not None
-            path = self.folder / shard
-            try:
-                verify_entry(path)
-            except CorruptEntry as exc:
-                log.warning("cache: embedding shard %s is corrupt (%s): recomputing", shard, exc)
-                remove_entry(path)
-                raise
-            touch(path)
-            self._verified[shard] = np.load(path / "vectors.npy", mmap_mode="r")
-        return self._verified[shard]
+
+def _read_listing(shard: Path) -> _Listing:
+    """A shard's recorded compute time and text keys; CorruptEntry when malformed."""
+    meta = read_meta(shard)
+    keys = _read_keys(shard)
+    return _Listing(float(meta.get("compute_seconds", 0.0)), keys)
+
+
+def _read_keys(shard: Path) -> list[str]:
+    try:
+        keys = json.loads((shard / "keys.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CorruptEntry(f"unreadable keys.json: {exc}") from None
+    if not isinstance(keys, list) or not all(
+        isinstance(k, str) and _SHA256_HEX.fullmatch(k) for k in keys
+    ):
+        raise CorruptEntry("keys.json is not a list of sha256 text keys")
+    return keys
+
+
+def verify_shard(shard: Path, dimension: int | None = None) -> dict[str, Any]:
+    """:func:`verify_entry` for an embedding shard, plus its layout: ``keys.json`` lists
+    sha256 keys and ``vectors.npy`` is float32 with one row per key and ``dimension``
+    columns (the recorded ``dim`` when None). Raises CorruptEntry."""
+    meta = verify_entry(shard)
+    keys = _read_keys(shard)
+    expected_dim = dimension if dimension is not None else meta.get("dim")
+    try:
+        vectors = np.load(shard / "vectors.npy", mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise CorruptEntry(f"unreadable vectors.npy: {exc}") from None
+    if vectors.dtype != np.float32 or vectors.shape != (len(keys), expected_dim):
+        raise CorruptEntry(
+            f"vectors.npy is {vectors.dtype} {vectors.shape}, expected float32 "
+            f"({len(keys)}, {expected_dim}) for {len(keys)} keys"
+        )
+    return meta
+
+
+ENTRY_CHECKS: dict[str, Callable[[Path], dict[str, Any]]] = {"embeddings": verify_shard}
+"""Stage-specific verification for ``ragsweep-cache verify``; others use verify_entry."""
+
+
+def verify_stage_entry(stage: str, folder: Path) -> dict[str, Any]:
+    """Verify an entry of ``stage`` as thoroughly as the store can without the stage's code."""
+    return ENTRY_CHECKS.get(stage, verify_entry)(folder)
 
 
 def _unique_missing(

@@ -14,11 +14,11 @@ import argparse
 import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragsweep.cache import META, CorruptEntry, remove_entry, verify_entry
+from ragsweep.cache import META, CorruptEntry, remove_entry, verify_stage_entry
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -77,32 +77,39 @@ def command_stats(root: Path) -> int:
 def command_prune(root: Path, older_than: float, dry_run: bool) -> int:
     now = time.time()
     doomed = [e for e in iter_entries(root) if now - e.last_used > older_than]
-    freed = sum(e.bytes for e in doomed)
-    for entry in doomed:
-        if not dry_run:
-            remove_entry(entry.path)
     temporaries = stale_temporaries(root, now)
-    for leftover in temporaries:
-        if not dry_run:
-            remove_entry(leftover)
+    wanted = len(doomed) + len(temporaries)
+    if not dry_run:
+        doomed = [e for e in doomed if remove_entry(e.path)]
+        temporaries = [t for t in temporaries if remove_entry(t)]
+    freed = sum(e.bytes for e in doomed)
     verb = "would remove" if dry_run else "removed"
     print(
         f"{verb} {len(doomed)} entries ({_size(freed)}) unused for more than "
         f"{_ago(older_than)}, and {len(temporaries)} leftover temporary folders"
     )
+    kept = wanted - len(doomed) - len(temporaries)
+    if kept:
+        print(f"could not remove {kept} of them: {root} refuses writes (read-only?)")
+        return 1
     return 0
 
 
 def command_verify(root: Path) -> int:
+    """Check every entry (checksums, metadata, shard layout); remove the corrupt ones.
+
+    Exit status 1 when anything was corrupt; a corrupt entry that cannot be removed (a
+    read-only store) is reported as kept.
+    """
     corrupt = 0
     entries = list(iter_entries(root))
     for entry in entries:
         try:
-            verify_entry(entry.path)
+            verify_stage_entry(entry.stage, entry.path)
         except CorruptEntry as exc:
             corrupt += 1
-            print(f"corrupt: {entry.path} ({exc}); removed")
-            remove_entry(entry.path)
+            outcome = "removed" if remove_entry(entry.path) else "NOT removed: store is read-only"
+            print(f"corrupt: {entry.path} ({exc}); {outcome}")
     print(f"checked {len(entries)} entries, {corrupt} corrupt")
     return 1 if corrupt else 0
 
@@ -149,11 +156,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not root.exists():
         print(f"{root}: no cache yet")
         return 0
-    if args.command == "stats":
-        return command_stats(root)
-    if args.command == "prune":
-        return command_prune(root, args.older_than, args.dry_run)
-    return command_verify(root)
+    if not root.is_dir():
+        print(f"error: --cache-dir {root} is a file, not a cache directory", file=sys.stderr)
+        return 2
+    return COMMANDS[args.command](root, args)
+
+
+COMMANDS: dict[str, Callable[[Path, argparse.Namespace], int]] = {
+    "stats": lambda root, args: command_stats(root),
+    "prune": lambda root, args: command_prune(root, args.older_than, args.dry_run),
+    "verify": lambda root, args: command_verify(root),
+}
 
 
 if __name__ == "__main__":

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.config import TrackingConfig, from_mapping
+from ragsweep.secret_keys import refusal, secret_keys
 from ragsweep.tracking import ensure_experiment
 
 
@@ -23,3 +25,22 @@ class PrepareTrackingStore(Callback):
         cfg = from_mapping(TrackingConfig, tracking, "tracking")  # type: ignore[arg-type]
         if cfg.enabled:
             ensure_experiment(cfg)
+
+
+class RejectSecretKeys(Callback):
+    """Stop before Hydra writes ``.hydra/`` when the composed config (config files,
+    ``--config-dir`` folders and overrides alike) sets a secret-looking key
+    (:mod:`ragsweep.secret_keys`); exit status 2, like other config errors."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _reject_secrets(config)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _reject_secrets(config)
+
+
+def _reject_secrets(config: DictConfig) -> None:
+    found = sorted(secret_keys(OmegaConf.to_container(config, resolve=False)))
+    if found:
+        print(f"error: {refusal(found, 'in the composed config')}", file=sys.stderr)
+        sys.exit(2)

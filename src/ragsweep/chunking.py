@@ -98,7 +98,7 @@ class Section:
 
 @dataclass(frozen=True)
 class _Line:
-    """One line of a text: ``content`` excludes the ``\\n`` or ``\\r\\n`` terminator."""
+    """One line of a text: ``content`` excludes the terminator (``\\n``, ``\\r\\n`` or ``\\r``)."""
 
     start: int
     end: int
@@ -118,17 +118,22 @@ class _Heading:
     title: str
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+"""A line ends at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (CommonMark's line endings), so
+files with classic Mac (CR-only) line endings have lines too. Other separators that
+``str.splitlines`` knows (U+2028, U+0085, ...) do not end a line."""
+
+
 def _split_lines(text: str) -> list[_Line]:
-    """Lines split on ``\\n`` only (not on the other separators ``str.splitlines`` knows);
-    ``content`` drops the terminator, including the ``\\r`` of a CRLF."""
+    """The lines of ``text`` (see :data:`_LINE_END`); ``content`` drops the terminator.
+    Offsets are into ``text`` unchanged: nothing is rewritten."""
     lines: list[_Line] = []
     start = 0
-    while start < len(text):
-        newline = text.find("\n", start)
-        end = len(text) if newline < 0 else newline + 1
-        content = text[start:end].removesuffix("\n").removesuffix("\r")
-        lines.append(_Line(start, end, content))
-        start = end
+    for match in _LINE_END.finditer(text):
+        lines.append(_Line(start, match.end(), text[start : match.start()]))
+        start = match.end()
+    if start < len(text):
+        lines.append(_Line(start, len(text), text[start:]))
     return lines
 
 

@@ -21,6 +21,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from ragsweep.appconfig import config_dir, plain_config, register_resolvers
+from ragsweep.cli_errors import check_command_line, reported_errors
 from ragsweep.errors import RagsweepError
 from ragsweep.pipeline import run_evaluation
 from ragsweep.run_config import resolve
@@ -45,9 +46,13 @@ def _app(cfg: DictConfig) -> float:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: refuse secret-looking overrides before Hydra writes
+    anything, then run the Hydra app with user errors reported as ``error: ...`` and exit
+    status 2 (:mod:`ragsweep.cli_errors`)."""
     register_resolvers()
-    _app()
+    with reported_errors():
+        check_command_line(sys.argv[1:])
+        _app()
 
 
 if __name__ == "__main__":

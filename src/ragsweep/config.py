@@ -204,11 +204,17 @@ class PathsConfig:
 
 @dataclass(frozen=True)
 class CorpusConfig:
-    """Where the documents are: a directory (recursive) or a JSONL file."""
+    """Where the documents are: a directory (recursive) or a JSONL file.
+
+    ``follow_external_links``: read files that symbolic links inside the directory point to
+    outside it (off: such a link is an error naming it). Not hashed: the documents read
+    are, through the corpus content hash.
+    """
 
     path: str = not_hashed()
     name: str = not_hashed("corpus")
     extensions: tuple[str, ...] = (".md", ".markdown", ".txt")
+    follow_external_links: bool = not_hashed(False)
 
     def __post_init__(self) -> None:
         _require(bool(self.path), "corpus.path must name a directory or a .jsonl file")
@@ -349,6 +355,13 @@ class TrackingConfig:
     tags: dict[str, str] = not_hashed(default_factory=dict)
     default_db: str = not_hashed("")
     default_artifacts: str = not_hashed("")
+
+    def __post_init__(self) -> None:
+        _require(
+            bool(self.experiment.strip()),
+            f"tracking.experiment={self.experiment!r} must be a non-empty experiment name "
+            "(default: ragsweep)",
+        )
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,25 @@
 """Corpus loading: a directory of text/Markdown files or a JSONL file of documents.
 
 Document ids are stable: the POSIX path relative to the corpus directory, or the ``id``
-field of a JSONL line. Text is kept exactly as read (UTF-8, newlines untouched) because
-evidence spans and chunk offsets are character offsets into it.
+field of a JSONL line. Text is kept exactly as read (UTF-8, newlines untouched, CR-only
+included) because evidence spans and chunk offsets are character offsets into it.
+Symbolic links to outside the corpus directory are read only with
+``corpus.follow_external_links=true``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ragsweep.config import CorpusConfig
-from ragsweep.errors import CorpusError
+from ragsweep.errors import CorpusError, ProblemList
 from ragsweep.hashing import sha256_parts
 
 
@@ -70,12 +74,16 @@ class Corpus:
 
 
 def load_corpus(cfg: CorpusConfig) -> Corpus:
-    """Read the corpus described by ``cfg``; raise CorpusError naming the file on failure."""
+    """Read the corpus described by ``cfg``; raise CorpusError naming the file on failure.
+
+    Every problem of the input (undecodable files, bad JSONL lines, duplicate ids, links
+    to outside the corpus) is collected in one pass and reported together.
+    """
     path = Path(cfg.path)
     if path.is_dir():
-        documents = list(_read_directory(path, cfg.extensions))
+        documents = _read_directory(path, cfg)
     elif path.is_file() and path.suffix.lower() == ".jsonl":
-        documents = list(_read_jsonl(path))
+        documents = _read_jsonl(path)
     elif path.exists():
         raise CorpusError(f"corpus.path={path}: expected a directory or a .jsonl file")
     else:
@@ -87,17 +95,117 @@ def load_corpus(cfg: CorpusConfig) -> Corpus:
             else ("no document lines")
         )
         raise CorpusError(f"corpus.path={path}: no documents found ({what})")
-    _reject_duplicate_ids(documents, path)
     documents.sort(key=lambda d: d.id)
     return Corpus(documents=tuple(documents), source=str(path))
 
 
-def _read_directory(root: Path, extensions: tuple[str, ...]) -> Iterator[Document]:
-    wanted = {e.lower() for e in extensions}
-    for file in sorted(root.rglob("*")):
-        hidden = any(part.startswith(".") for part in file.relative_to(root).parts)
-        if file.is_file() and not hidden and file.suffix.lower() in wanted:
-            yield Document(id=file.relative_to(root).as_posix(), text=_read_utf8(file))
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text. A line ends at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (files
+    with CR-only line endings have lines too); U+2028 and U+0085, which JSON strings may
+    hold and ``str.splitlines`` would break on, do not end a line. A raw ``\\r`` cannot
+    occur inside a JSON string, so no valid line is ever cut."""
+    return _LINE_END.split(text)
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+# --- directories ------------------------------------------------------------------------
+
+
+def _read_directory(root: Path, cfg: CorpusConfig) -> list[Document]:
+    problems = ProblemList(f"corpus.path={root}", CorpusError)
+    files = _document_files(root, cfg, problems)
+    documents = []
+    for doc_id, file in files:
+        try:
+            documents.append(Document(id=doc_id, text=_read_utf8(file)))
+        except CorpusError as exc:
+            problems.add(str(exc))
+    problems.raise_if_any()
+    return documents
+
+
+def _document_files(root: Path, cfg: CorpusConfig, problems: ProblemList) -> list[tuple[str, Path]]:
+    """``(id, path)`` of every document file below ``root`` (see docs/formats.md for the
+    rules on hidden entries, extensions and symbolic links), sorted by id."""
+    walk = _Walk(root, {e.lower() for e in cfg.extensions}, cfg.follow_external_links, problems)
+    walk.folder(root, PurePosixPath())
+    return sorted(walk.found)
+
+
+@dataclass
+class _Walk:
+    """A walk over a corpus directory that applies the symbolic-link rule.
+
+    A link whose resolved target lies inside the corpus is followed for a file (its id is
+    the link's path) and skipped for a directory (its files are read under their own path).
+    A link to outside the corpus is a problem unless ``follow_external`` (then followed,
+    directories included, each real directory at most once). A broken link that would be
+    a document is a problem.
+    """
+
+    root: Path
+    wanted: set[str]
+    follow_external: bool
+    problems: ProblemList
+    found: list[tuple[str, Path]] = field(default_factory=list)
+    seen_dirs: set[Path] = field(default_factory=set)
+
+    def folder(self, path: Path, rel: PurePosixPath) -> None:
+        real = path.resolve()
+        if real in self.seen_dirs:
+            return  # a followed link led back to a directory already read
+        self.seen_dirs.add(real)
+        for entry in sorted(path.iterdir()):
+            if entry.name.startswith("."):
+                continue  # hidden files and folders (.git, .obsidian, ...)
+            child = rel / entry.name
+            if entry.is_symlink():
+                self.link(entry, child)
+            elif entry.is_dir():
+                self.folder(entry, child)
+            elif entry.is_file():
+                self.file(entry, child)
+
+    def file(self, path: Path, rel: PurePosixPath) -> None:
+        if path.suffix.lower() in self.wanted:
+            self.found.append((rel.as_posix(), path))
+
+    def link(self, entry: Path, rel: PurePosixPath) -> None:
+        target = _link_target(entry)
+        if target is None or not target.exists():
+            if entry.suffix.lower() in self.wanted:
+                self.problems.add(
+                    f"{entry}: broken symbolic link (to {os.readlink(entry)}); fix or remove it"
+                )
+            return
+        inside = target.is_relative_to(self.root.resolve())
+        if target.is_dir():
+            if not inside and self._may_follow(entry, target, "directory"):
+                self.folder(entry, rel)
+            return
+        if entry.suffix.lower() in self.wanted and (
+            inside or self._may_follow(entry, target, "file")
+        ):
+            self.found.append((rel.as_posix(), entry))
+
+    def _may_follow(self, entry: Path, target: Path, kind: str) -> bool:
+        if self.follow_external:
+            return True
+        self.problems.add(
+            f"{entry}: symbolic link to the {kind} {target}, outside the corpus; set "
+            "corpus.follow_external_links=true to read it, or remove the link"
+        )
+        return False
+
+
+def _link_target(link: Path) -> Path | None:
+    """The fully resolved target of ``link``; None for a link loop."""
+    try:
+        return link.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop before Python 3.13
+        return None
 
 
 def _read_utf8(file: Path, encoding: str = "utf-8") -> str:
@@ -113,19 +221,41 @@ def _read_utf8(file: Path, encoding: str = "utf-8") -> str:
         raise CorpusError(f"{file}: cannot be read ({exc.strerror})") from None
 
 
-def _read_jsonl(file: Path) -> Iterator[Document]:
+# --- JSONL ------------------------------------------------------------------------------
+
+
+def _read_jsonl(file: Path) -> list[Document]:
+    """The documents of a JSONL corpus; every bad line and duplicate id is reported."""
     text = _read_utf8(file, encoding="utf-8-sig")
-    # split on "\n" only: JSON strings may hold U+2028/U+0085, which splitlines() breaks on
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        line = line.removesuffix("\r")
+    problems = ProblemList(str(file), CorpusError)
+    documents: list[Document] = []
+    first_line: dict[str, int] = {}
+    for line_no, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         where = f"{file}:{line_no}"
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{where}: invalid JSON ({exc.msg})") from None
-        yield _document_from_record(record, where)
+            doc = _document_from_record(_json_line(line, where), where)
+        except CorpusError as exc:
+            problems.add(str(exc))
+            continue
+        if doc.id in first_line:
+            problems.add(
+                f"{where}: duplicate document id {doc.id!r} (first defined on line "
+                f"{first_line[doc.id]})"
+            )
+            continue
+        first_line[doc.id] = line_no
+        documents.append(doc)
+    problems.raise_if_any()
+    return documents
+
+
+def _json_line(line: str, where: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise CorpusError(f"{where}: invalid JSON ({exc.msg})") from None
 
 
 def _document_from_record(record: Any, where: str) -> Document:
@@ -148,11 +278,3 @@ def _document_from_record(record: Any, where: str) -> Document:
     if not isinstance(metadata, dict):
         raise CorpusError(f"{where}: document {doc_id!r}: 'metadata' must be an object")
     return Document(id=doc_id, text=text, title=title, metadata=metadata)
-
-
-def _reject_duplicate_ids(documents: list[Document], source: Path) -> None:
-    seen: set[str] = set()
-    for doc in documents:
-        if doc.id in seen:
-            raise CorpusError(f"{source}: duplicate document id {doc.id!r}")
-        seen.add(doc.id)

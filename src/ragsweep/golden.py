@@ -7,12 +7,13 @@ as a quote, which :func:`resolve_quote` turns into offsets, first exactly and th
 of whitespace and Unicode (NFKC) differences.
 
 :func:`load_golden` validates the whole file against the corpus before any index is built;
-every problem is a :class:`GoldenError` that starts with ``<file>:<line>:`` and names the
-case id when it is known.
+every problem is reported as ``<file>:<line>: case '<id>': ...`` (the id when it is known),
+all of them in one :class:`GoldenError`.
 """
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import functools
 import hashlib
@@ -26,8 +27,8 @@ from typing import Any
 
 from ragsweep.chunking import trim_span
 from ragsweep.config import SPLITS, GoldenConfig
-from ragsweep.corpus import Corpus
-from ragsweep.errors import GoldenError
+from ragsweep.corpus import Corpus, jsonl_lines
+from ragsweep.errors import GoldenError, ProblemList
 
 CASE_FIELDS = (
     "id",
@@ -266,7 +267,9 @@ def load_golden(cfg: GoldenConfig, corpus: Corpus) -> GoldenSet:
     """Read and validate the golden set at ``cfg.path`` against ``corpus``.
 
     Quotes are resolved to offsets, missing splits are assigned with
-    :func:`assign_split`, and every case is checked; the first problem raises GoldenError.
+    :func:`assign_split`, and every case is checked; all problems are raised together as
+    one GoldenError (the first :data:`~ragsweep.errors.MAX_REPORTED_PROBLEMS` listed, the
+    rest counted).
     """
     path = Path(cfg.path)
     data = _read_bytes(path)
@@ -287,20 +290,40 @@ _LOADED: dict[tuple[str, str, str, float], GoldenSet] = {}
 def _parse_golden(
     path: Path, data: bytes, digest: str, holdout_fraction: float, corpus: Corpus
 ) -> GoldenSet:
-    """The golden set in ``data`` (the file's bytes; ``digest``: their sha256)."""
+    """The golden set in ``data`` (the file's bytes; ``digest``: their sha256).
+
+    Every line is checked, whatever earlier lines hold: all problems are collected and
+    raised together (:class:`~ragsweep.errors.ProblemList`), one per bad line.
+    """
+    problems = ProblemList(str(path), GoldenError)
     cases: list[GoldenCase] = []
     first_line: dict[str, int] = {}
-    for line_no, record in _records(path, data):
-        case = _parse_case(record, _Where(str(path), line_no), holdout_fraction, corpus)
-        if case.id in first_line:
-            raise _Where(str(path), line_no, case.id).error(
-                f"duplicate id (first defined on line {first_line[case.id]})"
-            )
-        first_line[case.id] = line_no
-        cases.append(case)
+    for line_no, line in enumerate(_lines(data), start=1):
+        where = _Where(str(path), line_no)
+        try:
+            record = _record(line, where)
+            if record is None:
+                continue
+            _check_unique_id(record, where, first_line)
+            cases.append(_parse_case(record, where, holdout_fraction, corpus))
+        except GoldenError as exc:
+            problems.add(str(exc))
+    problems.raise_if_any()
     if not cases:
         raise GoldenError(f"{path}: golden set contains no cases")
     return GoldenSet(cases=tuple(cases), path=str(path), digest=digest)
+
+
+def _check_unique_id(record: Any, where: _Where, first_line: dict[str, int]) -> None:
+    """Record the line of the case's id; a second case with the same id is an error."""
+    case_id = record.get("id") if isinstance(record, dict) else None
+    if not isinstance(case_id, str) or not case_id.strip():
+        return  # reported by _parse_case
+    if case_id in first_line:
+        raise _Where(where.path, where.line, case_id).error(
+            f"duplicate id (first defined on line {first_line[case_id]})"
+        )
+    first_line[case_id] = where.line
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -313,26 +336,26 @@ def _read_bytes(path: Path) -> bytes:
         raise GoldenError(f"{path}: cannot be read ({exc.strerror})") from None
 
 
-def _records(path: Path, data: bytes) -> Iterator[tuple[int, Any]]:
-    """``(line number, parsed JSON)`` for every non-blank line.
+def _lines(data: bytes) -> list[str]:
+    """The file's lines (:func:`~ragsweep.corpus.jsonl_lines`: ``\\n``, ``\\r\\n`` or a lone
+    ``\\r`` ends a line; U+2028 and U+0085 inside JSON strings do not). Bytes that are not
+    UTF-8 are kept as lone surrogates, so the line holding them can be reported."""
+    return jsonl_lines(data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "surrogateescape"))
 
-    Lines are split on ``\\n`` only: JSON text may legally contain U+2028 or U+0085 inside
-    strings, which ``str.splitlines`` would treat as line breaks.
-    """
+
+def _record(line: str, where: _Where) -> Any:
+    """The JSON value on ``line``; None for a blank line."""
+    bad = next((i for i, char in enumerate(line) if "\udc80" <= char <= "\udcff"), None)
+    if bad is not None:
+        raise where.error(
+            f"not valid UTF-8 (byte 0x{ord(line[bad]) - 0xDC00:02x} at column {bad + 1})"
+        )
+    if not line.strip():
+        return None
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line_no = data[: exc.start].count(b"\n") + 1
-        raise GoldenError(f"{path}:{line_no}: not valid UTF-8 ({exc.reason})") from None
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield line_no, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise GoldenError(
-                f"{path}:{line_no}: invalid JSON ({exc.msg} at column {exc.colno})"
-            ) from None
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise where.error(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
 
 
 def _parse_case(record: Any, where: _Where, holdout_fraction: float, corpus: Corpus) -> GoldenCase:

@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ragsweep.artifacts import write_artifacts
+from ragsweep.atomic import run_dir_errors
 from ragsweep.backends import BACKENDS
 from ragsweep.cache import StageCache
 from ragsweep.chunking import Chunk
@@ -217,7 +218,7 @@ def run_evaluation(
     done = run_stages(resolved)
     cache_metrics = done.cache.stats.as_metrics()  # every stage has run by now
     facts = run_facts(resolved, len(done.built.chunks))
-    with gc_paused():
+    with gc_paused(), run_dir_errors(output_dir):
         write_artifacts(
             output_dir,
             cfg.source,

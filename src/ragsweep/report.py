@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ragsweep import measures
+from ragsweep.atomic import write_text_atomic
 from ragsweep.evaluate import Summary
 from ragsweep.measures import Measure
 from ragsweep.svgchart import line_chart
@@ -84,7 +85,7 @@ def plot_at_k(summary: Summary, ks: Sequence[int], path: Path) -> None:
     chart = line_chart(
         series, list(ks), (0.0, 1.0), "k (retrieved chunks)", "mean over answerable cases"
     )
-    path.write_text(chart, encoding="utf-8")
+    write_text_atomic(path, chart)
 
 
 def print_summary(
