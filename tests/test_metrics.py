@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pytest
 import pytrec_eval
 
+from ragsweep import measures
 from ragsweep.metrics import (
-    METRIC_DEFINITIONS,
     case_metrics,
     coverage_at_k,
     coverage_of,
@@ -394,11 +394,13 @@ def test_rejects_span_index_out_of_range() -> None:
         _one([frozenset({2})], 2)
 
 
-def test_every_metric_family_has_a_definition() -> None:
-    metrics = case_metrics([("a", 0, 10)], [("a", 0, 5)], (3,), 1.0)
-    families = {name.replace("_3", "_k") for name in metrics}
-    assert families == set(METRIC_DEFINITIONS)
-    assert all(text.strip().endswith(".") for text in METRIC_DEFINITIONS.values())
+def test_every_metric_computed_is_a_measure_with_a_definition() -> None:
+    metrics = case_metrics([("a", 0, 10)], [("a", 0, 5)], (3,), 1.0, (50,))
+    assert set(metrics) == {m.name for m in measures.computed((3,), (50,))}
+    families = {name.replace("_3", "_k").replace("_50c", "_Bc") for name in metrics}
+    definitions = measures.definitions((3,), (50,))
+    assert families == set(definitions)
+    assert all(text.strip().endswith(".") for text in definitions.values())
 
 
 class TestMeanByKey:

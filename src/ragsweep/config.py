@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from ragsweep.budget import retrieval_depth
 from ragsweep.errors import ConfigError, RagsweepError
 
 C = TypeVar("C")
@@ -269,21 +270,33 @@ class RetrievalConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """Which split is scored, at which cut-offs, and what counts as a hit."""
+    """Which split is scored, at which cut-offs and context budgets, and what counts as a
+    hit. ``budgets`` are in characters (docs/metrics.md); ``bootstrap_resamples`` and
+    ``seed`` set the 95% bootstrap interval of every reported mean (they change no metric,
+    only its interval, so they are not hashed)."""
 
     ks: tuple[int, ...] = (1, 3, 5, 10)
+    budgets: tuple[int, ...] = (1000, 2000, 4000)
     split: str = "tuning"
     min_span_overlap: float = 1.0
     objective: str = not_hashed("recall_at_5")
     allow_holdout: bool = not_hashed(False)
+    bootstrap_resamples: int = not_hashed(1000)
+    seed: int = not_hashed(0)
 
     def __post_init__(self) -> None:
         _require(len(self.ks) > 0, "eval.ks must list at least one cut-off")
-        _require(all(k > 0 for k in self.ks), f"eval.ks={list(self.ks)} must all be > 0")
+        for key, values in (("ks", self.ks), ("budgets", self.budgets)):
+            _require(all(v > 0 for v in values), f"eval.{key}={list(values)} must all be > 0")
+            _require(
+                list(values) == sorted(set(values)),
+                f"eval.{key}={list(values)} must be strictly increasing",
+            )
         _require(
-            list(self.ks) == sorted(set(self.ks)),
-            f"eval.ks={list(self.ks)} must be strictly increasing",
+            self.bootstrap_resamples >= 1,
+            f"eval.bootstrap_resamples={self.bootstrap_resamples} must be >= 1",
         )
+        _require(self.seed >= 0, f"eval.seed={self.seed} must be >= 0")
         _require(
             self.split in SPLITS, f"eval.split={self.split!r} is not one of: {', '.join(SPLITS)}"
         )
@@ -359,10 +372,18 @@ class RunConfig:
             kwargs[f.name] = from_mapping(hints[f.name], data[f.name], f.name)
         return cls(**kwargs)
 
+    def __post_init__(self) -> None:
+        _ = self.top_k  # checks retrieval.top_k against eval.ks and eval.budgets
+
     @property
     def top_k(self) -> int:
-        """Retrieval depth: ``retrieval.top_k`` or, when null, the largest eval cut-off."""
-        return self.retrieval.top_k or self.eval.max_k
+        """Retrieval depth: ``retrieval.top_k`` or, when null, one deep enough for the largest
+        eval cut-off and budget (:func:`ragsweep.budget.retrieval_depth`, which raises a
+        ConfigError for an explicit ``top_k`` below either)."""
+        c = self.chunking
+        return retrieval_depth(
+            self.retrieval.top_k, self.eval.ks, self.eval.budgets, c.size, c.overlap
+        )
 
     def result_fields(self) -> dict[str, Any]:
         """Everything in the config that can change a metric, as plain values, except the

@@ -20,11 +20,11 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from ragsweep import __version__
+from ragsweep import __version__, measures
 from ragsweep import tags as tag
 from ragsweep.cache import StageCache
 from ragsweep.chunking import CHUNKERS, Chunk
-from ragsweep.config import RunConfig
+from ragsweep.config import EvalConfig, RunConfig
 from ragsweep.corpus import Corpus, load_corpus
 from ragsweep.embedding import (
     BACKENDS,
@@ -53,7 +53,6 @@ from ragsweep.indexing import (
     texts_key,
 )
 from ragsweep.judge import JudgeConfig, JudgeOutcome, prepare_judge
-from ragsweep.metrics import METRIC_DEFINITIONS
 from ragsweep.preprocess import Preprocessor, build_preprocessor
 from ragsweep.report import plot_at_k, print_summary, render_report
 from ragsweep.tracking import DatasetInput, RunRecord, flatten, log_run
@@ -113,19 +112,7 @@ def validate_before_work(cfg: RunConfig) -> tuple[Preprocessor, ModelIdentity]:
     backend = BACKENDS.get(cfg.embedding.backend)
     identity = backend.identity(cfg.embedding)
     preprocessor = build_preprocessor(cfg.preprocess)
-    families = {
-        "mrr",
-        *(
-            f"{m}_{k}"
-            for m in ("hit_at", "recall_at", "ndcg_at", "coverage_at")
-            for k in cfg.eval.ks
-        ),
-    }
-    if cfg.eval.objective not in families:
-        raise ConfigError(
-            f"eval.objective={cfg.eval.objective!r} is not computed with eval.ks="
-            f"{list(cfg.eval.ks)}; choose one of: {', '.join(sorted(families))}"
-        )
+    measures.require_objective(cfg.eval.objective, cfg.eval.ks, cfg.eval.budgets)
     return preprocessor, identity
 
 
@@ -241,7 +228,7 @@ def run_evaluation(
     built = build_index(cfg, corpus, preprocessor, model, cache, timer)
     with timer.stage("eval_seconds"):
         results = evaluate_cases(cases, built, preprocessor, cfg, cache)
-        summary = summarize(results)
+        summary = summarize(results, cfg.eval, cfg.top_k)
     judged = None
     if judge is not None:
         with timer.stage("judge_seconds"):
@@ -253,7 +240,7 @@ def run_evaluation(
     output_dir.mkdir(parents=True, exist_ok=True)
     with gc_paused():
         write_artifacts(
-            output_dir, resolved_config, results, built.chunks, summary, cfg.eval.ks, facts, judged
+            output_dir, resolved_config, results, built.chunks, summary, cfg.eval, facts, judged
         )
     run_id = None
     if cfg.tracking.enabled:
@@ -276,7 +263,7 @@ def run_evaluation(
         )
     cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
     print_summary(
-        summary, cfg.eval.ks, {**facts, "cache": cache_line, "run": run_id or "not logged"}, console
+        summary, cfg.eval, {**facts, "cache": cache_line, "run": run_id or "not logged"}, console
     )
     if judged:
         judged.print_summary(console)
@@ -305,6 +292,7 @@ def run_facts(
         "model": model.describe(),
         "preprocess": "+".join(cfg.preprocess.steps) or "none",
         "chunking": f"{c.mode} size={c.size} overlap={c.overlap}",
+        "top_k": cfg.top_k,
     }
 
 
@@ -385,7 +373,7 @@ def write_artifacts(
     results: Sequence[CaseResult],
     chunks: Sequence[Chunk],
     summary: Summary,
-    ks: Sequence[int],
+    eval_cfg: EvalConfig,
     facts: Mapping[str, object],
     judged: JudgeOutcome | None = None,
 ) -> None:
@@ -403,15 +391,16 @@ def write_artifacts(
         output_dir / "cases.jsonl", ({**r.to_json(), **extras.get(r.id, {})} for r in results)
     )
     _write_jsonl(output_dir / "chunks.jsonl", (_manifest_row(c) for c in chunks))
-    report = render_report(summary, ks, "ragsweep evaluation report", facts)
+    report = render_report(summary, eval_cfg, "ragsweep evaluation report", facts)
     if judged:
         report += "\n" + judged.report_section()
-    definitions = "\n".join(f"- `{k}`: {v}" for k, v in METRIC_DEFINITIONS.items())
+    meanings = measures.definitions(eval_cfg.ks, eval_cfg.budgets)
+    definitions = "\n".join(f"- `{k}`: {v}" for k, v in meanings.items())
     (output_dir / "report.md").write_text(
         report + "\n## Metric definitions\n\n" + definitions + "\n", encoding="utf-8"
     )
     if summary.overall:
-        plot_at_k(summary, ks, output_dir / "metrics_at_k.svg")
+        plot_at_k(summary, eval_cfg.ks, output_dir / "metrics_at_k.svg")
 
 
 def _manifest_row(chunk: Chunk) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 from ragsweep import tags as tag
 from ragsweep.config import EvalConfig, from_mapping
 from ragsweep.evaluate import CaseResult, RetrievedChunk, summarize
+from ragsweep.measures import HIT, Measure
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.stats import PairedTest, paired_randomization_test
 from ragsweep.release.store import LoggedRun, RunStore
@@ -197,10 +198,10 @@ def compare_runs(
     eval_cfg = from_mapping(EvalConfig, store.config(candidate.run_id).get("eval"), "eval")
     metric = metric or eval_cfg.objective
     k = primary_k(metric, eval_cfg.ks)
-    scored = _scored_pairs(pairs, [metric, f"hit_at_{k}"], baseline, candidate)
-    base_summary = summarize([b for b, _ in pairs])
-    cand_summary = summarize([c for _, c in pairs])
-    columns = metric_columns(cand_summary, eval_cfg.ks)
+    scored = _scored_pairs(pairs, [metric, _hit_name(k)], baseline, candidate)
+    base_summary = summarize([b for b, _ in pairs], eval_cfg)
+    cand_summary = summarize([c for _, c in pairs], eval_cfg)
+    columns = metric_columns(cand_summary, eval_cfg)
     return Comparison(
         baseline=baseline,
         candidate=candidate,
@@ -301,8 +302,12 @@ def _value(case: CaseResult, metric: str) -> float:
     return case.metrics[metric]
 
 
+def _hit_name(k: int) -> str:
+    return Measure(HIT, k=k).name
+
+
 def _hit(case: CaseResult, k: int) -> bool:
-    return _value(case, f"hit_at_{k}") > 0
+    return _value(case, _hit_name(k)) > 0
 
 
 def _flip(baseline: CaseResult, candidate: CaseResult) -> Flip:
@@ -326,7 +331,7 @@ def render_markdown(comparison: Comparison) -> str:
         f"{c.candidate.tag(tag.GOLDEN_DIGEST)[:12]}; "
         f"**corpus**: {c.candidate.tag(tag.CORPUS_HASH)[:12]}",
         f"- **paired cases**: {c.n_cases} ({c.n_answerable} answerable, scored in both)",
-        f"- **primary metric**: `{c.metric}`; flips counted on `hit_at_{c.k}`",
+        f"- **primary metric**: `{c.metric}`; flips counted on `{_hit_name(c.k)}`",
     ]
     lines += [f"- **differs**: {m}" for m in c.mismatches]
     if c.unpaired:

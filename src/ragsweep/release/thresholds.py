@@ -19,18 +19,17 @@ from typing import Any
 
 import yaml
 
+from ragsweep import measures
 from ragsweep.cli import config_dir
 from ragsweep.config import load_config_file
 from ragsweep.errors import ConfigError
 from ragsweep.release.errors import ThresholdsError
-from ragsweep.report import HEADLINE_FAMILIES
 
 THRESHOLDS_ENV = "RAGSWEEP_GATE_THRESHOLDS"
 PROMOTED_BASELINE = "promoted"
 FLOOR_DECIMALS = 3
 
-_METRIC = "(?:(?:" + "|".join(HEADLINE_FAMILIES) + r")_\d+|mrr)"
-METRIC_KEY = re.compile(rf"^(?:by_type/.+/|by_type_min/)?{_METRIC}$")
+METRIC_KEY = re.compile(r"^(?:by_type/.+/|by_type_min/)?(?P<measure>[^/]+)$")
 
 SECTION_COMMENTS = {
     "floors": (
@@ -52,8 +51,17 @@ SECTION_COMMENTS = {
 
 
 def is_quality_metric(key: str) -> bool:
-    """Whether ``key`` names a retrieval quality metric (a value in [0, 1])."""
-    return METRIC_KEY.match(key) is not None
+    """Whether ``key`` names a retrieval quality metric (a value in [0, 1]): a measure
+    where higher is better (:mod:`ragsweep.measures`), overall, for one type or the
+    weakest type."""
+    match = METRIC_KEY.match(key)
+    if match is None:
+        return False
+    try:
+        measure = measures.parse(match["measure"])
+    except ConfigError:
+        return False
+    return measure.higher_is_better is True
 
 
 @dataclass(frozen=True)
