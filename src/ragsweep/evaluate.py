@@ -23,7 +23,7 @@ from ragsweep.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.preprocess import Preprocessor
 from ragsweep.progress import progress_bar
 from ragsweep.relevance import Interval, IntervalBatch, doc_codes
-from ragsweep.uncertainty import Bootstrap, Bounds, interval_keys, intervals, percentile_bounds
+from ragsweep.uncertainty import Bootstrap, Bounds, interval_keys, stratified_intervals
 
 SEARCH_BATCH = 256
 
@@ -205,15 +205,15 @@ class Summary:
     """Averages over the answerable cases of the evaluated split, overall and per type, each
     with its bootstrap interval (:mod:`ragsweep.uncertainty`).
 
-    ``by_type_min`` is, per metric, the lowest per-type mean (the weakest question type);
-    its interval resamples each type's cases separately and takes the minimum over types of
-    the resampled means. ``counts`` holds ``n_cases``, ``n_answerable``,
-    ``n_unanswerable``; ``scored_counts`` the answerable cases per type (the ``n`` of each
-    slice); ``extra`` holds latency percentiles (ms) and top-1 score means for answerable vs
-    unanswerable cases. ``ran_out_at_depth`` counts, per ``ran_out_at_<B>c`` measure, the
-    answerable cases whose ranking ran out before budget B filled although it held the
-    whole retrieval depth ``top_k`` (a deeper ranking could have added chunks); it is empty
-    when the depth is not known.
+    ``by_type_min`` is, per metric, the lowest per-type mean (the weakest question type).
+    The intervals of all three come from the same resamples, drawn within each type.
+    ``counts`` holds ``n_cases``, ``n_answerable``, ``n_unanswerable``; ``scored_counts``
+    the answerable cases per type (the ``n`` of each slice); ``extra`` holds latency
+    percentiles (ms) and top-1 score means for answerable vs unanswerable cases.
+    ``ran_out_at_depth`` counts, per ``ran_out_at_<B>c`` measure, the answerable cases whose
+    ranking ran out before budget B filled although it held the whole retrieval depth
+    ``top_k`` (a deeper ranking could have added chunks); it is empty when the depth is not
+    known.
     """
 
     overall: dict[str, float]
@@ -267,8 +267,7 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
     by_type = {t: mean_by_key(rows) for t, rows in slices.items()}
     overall = mean_by_key([m for _, m in scored])
     by_type_min = {m: min(t[m] for t in by_type.values()) for m in overall} if by_type else {}
-    names = list(overall)
-    by_type_intervals, resampled = _slice_intervals(slices, names, bootstrap)
+    bounds = stratified_intervals(slices, list(overall), bootstrap)
     type_counts = {t: sum(r.type == t for r in results) for t in sorted({r.type for r in results})}
     return Summary(
         overall=overall,
@@ -282,9 +281,9 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
         type_counts=type_counts,
         scored_counts={t: len(rows) for t, rows in slices.items()},
         extra=_latency_and_scores(results),
-        intervals=intervals([m for _, m in scored], names, bootstrap)[0] if scored else {},
-        by_type_intervals=by_type_intervals,
-        by_type_min_intervals=_min_intervals(resampled, names),
+        intervals=bounds.overall,
+        by_type_intervals=bounds.by_stratum,
+        by_type_min_intervals=bounds.weakest,
         bootstrap=bootstrap,
         top_k=top_k,
         ran_out_at_depth=_ran_out_at_depth(results, cfg.budgets, top_k),
@@ -300,28 +299,6 @@ def _ran_out_at_depth(
     names = [Measure(RAN_OUT, budget=b).name for b in budgets]
     full = [r.metrics for r in results if r.metrics is not None and len(r.retrieved) >= top_k]
     return {name: sum(m[name] > 0 for m in full) for name in names}
-
-
-def _slice_intervals(
-    slices: Mapping[str, Sequence[Mapping[str, float]]],
-    names: Sequence[str],
-    bootstrap: Bootstrap,
-) -> tuple[dict[str, dict[str, Bounds]], list[np.ndarray]]:
-    """Per type, the intervals of its means, and its resampled means (each type draws its
-    own resamples, named by the type)."""
-    bounds: dict[str, dict[str, Bounds]] = {}
-    resampled: list[np.ndarray] = []
-    for type_name, rows in slices.items():
-        bounds[type_name], means = intervals(rows, names, bootstrap, f"by_type/{type_name}")
-        resampled.append(means)
-    return bounds, resampled
-
-
-def _min_intervals(resampled: Sequence[np.ndarray], names: Sequence[str]) -> dict[str, Bounds]:
-    """Interval of the minimum over types: per resample, the lowest type mean."""
-    if not resampled:
-        return {}
-    return percentile_bounds(np.minimum.reduce(list(resampled)), names)
 
 
 def _latency_and_scores(results: Sequence[CaseResult]) -> dict[str, float]:

@@ -1,20 +1,26 @@
 """95% bootstrap intervals of means over cases.
 
-Every mean a run reports (a metric averaged over its answerable cases, overall or for one
-question type) carries a percentile bootstrap interval: the cases are drawn with replacement
-``resamples`` times from a seeded generator, the mean is recomputed on each resample, and the
-2.5th and 97.5th percentiles of those means bound the interval. All metrics of one set of
-cases share one resample matrix (how often each case is drawn in each resample), so every
-metric's resampled means come from one matrix product.
+Every mean a run reports (a metric averaged over its answerable cases: overall, for one
+question type, or for the weakest type) carries a percentile bootstrap interval. Cases are
+drawn with replacement *within their question type* ``resamples`` times from a generator
+seeded with ``seed`` (a stratified bootstrap: every resample keeps the golden set's number
+of cases per type, which is how a golden set is built). On each resample every mean is
+recomputed: a type's mean from its drawn cases, the overall mean as the case-weighted mean of
+the type means, the weakest type's as the minimum of the type means. The 2.5th and 97.5th
+percentiles of a mean's resampled values bound its interval.
 
-The interval says how far the mean could move on another draw of cases like these, scored by
-the same configuration; it assumes cases are independent draws, and says nothing about
-cases unlike them. With few cases it is wide, and with one case it is the point itself.
+One count matrix per type (how often each of its cases is drawn in each resample) serves
+every metric through one matrix product, and all intervals come from the same resamples.
+
+The interval says how far a mean could move on another draw of cases like these, scored by
+the same configuration; it assumes cases are independent draws within their type and says
+nothing about cases unlike them. It is wide for few cases; for one case it is the point.
+Two runs' intervals overlapping does not mean their difference is noise: a difference on the
+same cases is judged by the paired test (``ragsweep-compare``).
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,13 +28,13 @@ import numpy as np
 
 CONFIDENCE = 0.95
 
-# Resample rows drawn at once: bounds the count matrix at about 2**22 cells per batch.
+# Resample rows drawn at once: bounds a count matrix at about 2**22 cells.
 _BATCH_CELLS = 1 << 22
 
 
 @dataclass(frozen=True)
 class Bootstrap:
-    """How intervals are drawn: ``resamples`` per set of cases, from generator ``seed``."""
+    """How intervals are drawn: ``resamples`` resamples from generator ``seed``."""
 
     resamples: int
     seed: int
@@ -40,8 +46,8 @@ class Bootstrap:
     def describe(self) -> str:
         """One phrase stating the method, for reports."""
         return (
-            f"{CONFIDENCE:.0%} percentile bootstrap over cases, {self.resamples} resamples, "
-            f"seed {self.seed}"
+            f"{CONFIDENCE:.0%} percentile bootstrap over cases (resampled within each "
+            f"question type), {self.resamples} resamples, seed {self.seed}"
         )
 
 
@@ -56,6 +62,16 @@ class Bounds:
         return f"[{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
 
+@dataclass(frozen=True)
+class Intervals:
+    """The intervals of a set of cases split into strata (question types), per metric:
+    of the overall mean, of each stratum's mean, and of the lowest stratum mean."""
+
+    overall: dict[str, Bounds]
+    by_stratum: dict[str, dict[str, Bounds]]
+    weakest: dict[str, Bounds]
+
+
 def interval_keys(metric: str) -> tuple[str, str]:
     """The keys of the bounds of ``metric``'s interval (MLflow metric names):
     ``recall_at_5`` → ``recall_at_5_ci_low``, ``recall_at_5_ci_high``. The only place
@@ -63,56 +79,61 @@ def interval_keys(metric: str) -> tuple[str, str]:
     return f"{metric}_ci_low", f"{metric}_ci_high"
 
 
-def generator(bootstrap: Bootstrap, stream: str = "") -> np.random.Generator:
-    """The random generator of the resamples of the set of cases named ``stream``."""
-    return np.random.default_rng([bootstrap.seed, zlib.crc32(stream.encode("utf-8"))])
-
-
 def resample_counts(n_cases: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """How often each of ``n_cases`` cases is drawn in each resample of ``n_cases`` draws
-    with replacement: int ``(resamples, n_cases)``, every row summing to ``n_cases``."""
+    with replacement: float64 ``(resamples, n_cases)``, every row summing to ``n_cases``."""
     draws = rng.integers(0, n_cases, size=(resamples, n_cases))
     offsets = np.arange(resamples)[:, None] * n_cases
     counts = np.bincount((draws + offsets).ravel(), minlength=resamples * n_cases)
-    return counts.reshape(resamples, n_cases)
+    return counts.reshape(resamples, n_cases).astype(np.float64)
 
 
-def resampled_means(values: np.ndarray, bootstrap: Bootstrap, stream: str = "") -> np.ndarray:
-    """The mean of every column of ``values`` (``(n_cases, n_metrics)``) on each resample:
-    ``(resamples, n_metrics)``. ``stream`` names the set of cases (e.g. a question type) so
-    that each set draws its own resamples, reproducibly from ``bootstrap.seed``."""
+def resampled_sums(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """The sum of every column of ``values`` (``(n_cases, n_metrics)``) over each resample
+    of its cases: ``(resamples, n_metrics)``."""
     n_cases = values.shape[0]
     if n_cases == 0:
         raise ValueError("a bootstrap needs at least one case")
-    rng = generator(bootstrap, stream)
     rows = max(1, _BATCH_CELLS // n_cases)
-    means = [
-        resample_counts(n_cases, min(rows, bootstrap.resamples - begin), rng) @ values / n_cases
-        for begin in range(0, bootstrap.resamples, rows)
+    sums = [
+        resample_counts(n_cases, min(rows, resamples - begin), rng) @ values
+        for begin in range(0, resamples, rows)
     ]
-    return np.concatenate(means)
+    return np.concatenate(sums)
 
 
-def percentile_bounds(means: np.ndarray, names: Sequence[str]) -> dict[str, Bounds]:
-    """The central :data:`CONFIDENCE` interval of each column of resampled ``means``
-    (``(resamples, len(names))``), keyed by ``names``."""
+def percentile_bounds(means: np.ndarray, names: Sequence[str]) -> list[dict[str, Bounds]]:
+    """The central :data:`CONFIDENCE` interval of resampled ``means`` of shape
+    ``(sets, resamples, len(names))``: per set, the bounds of each name."""
     tail = (1.0 - CONFIDENCE) / 2
-    low, high = np.quantile(means, [tail, 1.0 - tail], axis=0)
-    return {
-        name: Bounds(float(lo), float(hi))
-        for name, lo, hi in zip(names, low.tolist(), high.tolist(), strict=True)
-    }
+    low, high = np.quantile(means, [tail, 1.0 - tail], axis=1)
+    return [
+        {
+            name: Bounds(lo, hi)
+            for name, lo, hi in zip(names, low_row.tolist(), high_row.tolist(), strict=True)
+        }
+        for low_row, high_row in zip(low, high, strict=True)
+    ]
 
 
-def intervals(
-    rows: Sequence[Mapping[str, float]],
+def stratified_intervals(
+    strata: Mapping[str, Sequence[Mapping[str, float]]],
     names: Sequence[str],
     bootstrap: Bootstrap,
-    stream: str = "",
-) -> tuple[dict[str, Bounds], np.ndarray]:
-    """Intervals of the mean of each of ``names`` over ``rows`` (one mapping per case), and
-    the resampled means they came from (``(resamples, len(names))``, columns in the order
-    of ``names``)."""
-    values = np.array([[row[name] for name in names] for row in rows], dtype=np.float64)
-    means = resampled_means(values.reshape(len(rows), len(names)), bootstrap, stream)
-    return percentile_bounds(means, names), means
+) -> Intervals:
+    """Intervals (module docstring) of the means of ``names`` over the cases of ``strata``
+    (stratum name → one mapping of metric values per case, at least one case each)."""
+    if not strata:
+        return Intervals({}, {}, {})
+    rng = np.random.default_rng(bootstrap.seed)
+    sums, sizes = [], []
+    for rows in strata.values():
+        values = np.array([[row[name] for name in names] for row in rows], dtype=np.float64)
+        sums.append(resampled_sums(values.reshape(len(rows), len(names)), bootstrap.resamples, rng))
+        sizes.append(len(rows))
+    type_means = np.stack(sums) / np.array(sizes, dtype=np.float64)[:, None, None]
+    overall = np.sum(sums, axis=0)[None] / sum(sizes)
+    bounds = percentile_bounds(
+        np.concatenate([overall, type_means.min(axis=0)[None], type_means]), names
+    )
+    return Intervals(bounds[0], dict(zip(strata, bounds[2:], strict=True)), bounds[1])
