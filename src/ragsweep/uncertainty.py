@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 CONFIDENCE = 0.95
 
@@ -83,9 +85,10 @@ def resample_counts(n_cases: int, resamples: int, rng: np.random.Generator) -> n
     """How often each of ``n_cases`` cases is drawn in each resample of ``n_cases`` draws
     with replacement: float64 ``(resamples, n_cases)``, every row summing to ``n_cases``."""
     draws = rng.integers(0, n_cases, size=(resamples, n_cases))
-    offsets = np.arange(resamples)[:, None] * n_cases
-    counts = np.bincount((draws + offsets).ravel(), minlength=resamples * n_cases)
-    return counts.reshape(resamples, n_cases).astype(np.float64)
+    draws += np.arange(resamples)[:, None] * n_cases  # a cell per (resample, case)
+    counts = np.zeros(resamples * n_cases)
+    np.add.at(counts, draws.ravel(), 1.0)
+    return counts.reshape(resamples, n_cases)
 
 
 def resampled_sums(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -126,11 +129,16 @@ def stratified_intervals(
     if not strata:
         return Intervals({}, {}, {})
     rng = np.random.default_rng(bootstrap.seed)
+    pick = itemgetter(*names) if len(names) > 1 else lambda row: (row[names[0]],)
     sums, sizes = [], []
-    for rows in strata.values():
-        values = np.array([[row[name] for name in names] for row in rows], dtype=np.float64)
-        sums.append(resampled_sums(values.reshape(len(rows), len(names)), bootstrap.resamples, rng))
-        sizes.append(len(rows))
+    # The products are small (resamples x one type's cases x metrics): BLAS threads cost more
+    # than they give, and many times more when other processes share the cores.
+    with threadpool_limits(limits=1, user_api="blas"):
+        for rows in strata.values():
+            values = np.array([pick(row) for row in rows], dtype=np.float64)
+            values = values.reshape(len(rows), len(names))
+            sums.append(resampled_sums(values, bootstrap.resamples, rng))
+            sizes.append(len(rows))
     type_means = np.stack(sums) / np.array(sizes, dtype=np.float64)[:, None, None]
     overall = np.sum(sums, axis=0)[None] / sum(sizes)
     bounds = percentile_bounds(
