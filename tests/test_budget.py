@@ -221,6 +221,14 @@ def test_overlap_is_paid_once() -> None:
     assert got[RAN_OUT] == 0.0  # the fourth chunk did not fit: the budget is full
 
 
+def test_the_worked_example_of_the_docs() -> None:
+    # docs/metrics.md: rank 4 holds the span and would fit, but rank 3 ended the context
+    ranking = [("a", 0, 400), ("a", 300, 700), ("b", 0, 400), ("a", 600, 1000)]
+    got = at_budget(ranking, [("a", 800, 900)], 1000)
+    assert (got[CHUNKS_USED], got[CHARS_USED], got[RAN_OUT], got[HIT]) == (2, 700, 0, 0)
+    assert case_metrics(ranking, [("a", 800, 900)], (4,), 1.0)[Measure(HIT, k=4).name] == 1.0
+
+
 def test_an_exact_fit_is_packed() -> None:
     ranking = [("a", 0, 600), ("b", 0, 400), ("c", 0, 1)]
     assert at_budget(ranking, [("b", 10, 20)], 1000)[CHUNKS_USED] == 2
