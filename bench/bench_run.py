@@ -4,15 +4,18 @@
     python bench/bench_run.py single         # one run: wall time and peak RSS, bm25 and use_m3
     python bench/bench_run.py throughput     # embedding stage vs the raw encoder, chunks/s
     python bench/bench_run.py sweep          # 6-config sweep: naive loop vs cold vs warm cache
+    python bench/bench_run.py budget         # fixed k vs context budget: both rankings of sizes
 
 Each measurement runs in a fresh subprocess so peak memory (ru_maxrss) is its own. The SQuAD
 data is imported first with ``make import-squad`` (``outputs/squad``). Results are written to
-``outputs/bench/results.json``.
+``outputs/bench/results.json``. ``budget`` uses the project's stage cache (``outputs/cache``,
+or ``--cache-dir``), so only its first run embeds anything.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import resource
 import subprocess
@@ -26,6 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 SQUAD = REPO / "outputs" / "squad"
 RESULTS = REPO / "outputs" / "bench" / "results.json"
 SWEEP = [(size, overlap) for size in (400, 800, 1200) for overlap in (0, 100)]
+BUDGET_CACHE = REPO / "outputs" / "cache"
+BUDGET_EMBEDDINGS = ("bm25", "use_m3")
+RANKED_BY = ("hit_at_5", "hit_at_2000c", "hit_at_4000c")
 
 
 def compose(overrides: list[str]) -> Any:
@@ -178,6 +184,62 @@ def measure_sweep(work: Path, mode: str) -> dict[str, Any]:
     }
 
 
+def measure_budget(work: Path, embedding: str, cache_dir: str) -> dict[str, Any]:
+    """The six sizes/overlaps with ``embedding``: each figure with its 95% interval, the
+    characters the top 5 chunks hand a generator (their union, mean per case), and the
+    per-case values of RANKED_BY in case-id order (for the paired tests)."""
+    from ragsweep import measures
+
+    figures = [*RANKED_BY, "recall_at_5", "chunks_used_at_2000c", "ran_out_at_4000c"]
+    for name in figures:
+        measures.parse(name)  # a typo here is an error, not a missing column
+    rows = []
+    for size, overlap in SWEEP:
+        result = evaluate(
+            squad_overrides(
+                work,
+                f"embedding={embedding}",
+                f"cache.dir={cache_dir}",
+                "tracking.enabled=false",
+                f"chunking.size={size}",
+                f"chunking.overlap={overlap}",
+            ),
+            work / f"run-{embedding}-{size}-{overlap}",
+        )
+        scored = sorted((c for c in result.cases if c.metrics), key=lambda c: c.id)
+        rows.append(
+            {
+                "size": size,
+                "overlap": overlap,
+                "top_k": result.summary.top_k,
+                "n_answerable": len(scored),
+                "chars_in_top_5": chars_in_top(scored, 5),
+                **{name: figure(result.summary, name) for name in figures},
+                "per_case": {name: [c.metrics[name] for c in scored] for name in RANKED_BY},
+            }
+        )
+    return {"embedding": embedding, "configs": rows}
+
+
+def figure(summary: Any, name: str) -> dict[str, Any]:
+    """A mean and its 95% interval, rounded for the results file."""
+    bounds = summary.intervals[name]
+    return {
+        "value": round(summary.overall[name], 4),
+        "ci": [round(bounds.low, 4), round(bounds.high, 4)],
+    }
+
+
+def chars_in_top(cases: list[Any], k: int) -> float:
+    """Mean characters (overlap counted once) of the top ``k`` chunks of each case."""
+    from ragsweep.budget import prefix_union_lengths
+    from ragsweep.relevance import IntervalBatch, doc_codes
+
+    top = [[(c.doc, c.start, c.end) for c in case.retrieved[:k]] for case in cases]
+    union = prefix_union_lengths(IntervalBatch.from_rows(top, doc_codes(*top)))
+    return round(float(union[:, -1].mean()), 1)
+
+
 def import_libraries() -> float:
     """Import ragsweep, Hydra and numpy before the clock starts; returns the seconds taken.
 
@@ -260,10 +322,75 @@ def run_sweep() -> dict[str, Any]:
     }
 
 
+def run_budget(cache_dir: Path) -> dict[str, Any]:
+    """Both embeddings' six configurations, and the order each figure ranks the sizes in,
+    with a paired test between neighbours in that order."""
+    with tempfile.TemporaryDirectory() as work:
+        runs = [in_subprocess("budget", work, e, str(cache_dir)) for e in BUDGET_EMBEDDINGS]
+    rankings = budget_rankings(runs)
+    for run in runs:
+        for config in run["configs"]:
+            del config["per_case"]  # only the tests need them
+    table = budget_table(rankings)
+    print(table, flush=True)
+    return {"runs": runs, "rankings": rankings, "table": table}
+
+
+def budget_rankings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per embedding, overlap and figure of RANKED_BY: the sizes best first, and the paired
+    randomization test (same cases) of each size against the next one."""
+    from ragsweep.release.stats import paired_randomization_test
+
+    out = []
+    for run in runs:
+        for overlap in sorted({c["overlap"] for c in run["configs"]}):
+            configs = [c for c in run["configs"] if c["overlap"] == overlap]
+            for name in RANKED_BY:
+                ordered = sorted(configs, key=lambda c: -c[name]["value"])
+                steps = [
+                    paired_randomization_test(
+                        [a - b for a, b in zip(*(c["per_case"][name] for c in pair), strict=True)]
+                    ).p_value
+                    for pair in itertools.pairwise(ordered)
+                ]
+                out.append(
+                    {
+                        "embedding": run["embedding"],
+                        "overlap": overlap,
+                        "figure": name,
+                        "order": [(c["size"], c[name]["value"]) for c in ordered],
+                        "p_values": [round(p, 4) for p in steps],
+                    }
+                )
+    return out
+
+
+def budget_table(rankings: list[dict[str, Any]]) -> str:
+    """Markdown: per embedding and overlap, the sizes ranked by each of RANKED_BY; ``>``
+    where the paired test rejects at 0.05, ``≈`` where it does not."""
+    header = ["embedding", "overlap", *(f"ranked by `{name}`" for name in RANKED_BY)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows: dict[tuple[str, int], list[str]] = {}
+    for r in rankings:
+        rows.setdefault((r["embedding"], r["overlap"]), []).append(_ranking(r))
+    lines += [f"| {e} | {o} | " + " | ".join(cells) + " |" for (e, o), cells in rows.items()]
+    return "\n".join(lines)
+
+
+def _ranking(ranking: dict[str, Any]) -> str:
+    text = f"{ranking['order'][0][0]} ({ranking['order'][0][1]:.3f})"
+    for (size, value), p in zip(ranking["order"][1:], ranking["p_values"], strict=True):
+        text += f" {'>' if p < 0.05 else '≈'} {size} ({value:.3f})"
+    return text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["all", "single", "throughput", "sweep", "_measure"])
+    parser.add_argument(
+        "what", choices=["all", "single", "throughput", "sweep", "budget", "_measure"]
+    )
     parser.add_argument("args", nargs="*")
+    parser.add_argument("--cache-dir", type=Path, default=BUDGET_CACHE, help="budget's cache")
     options = parser.parse_args()
     if options.what == "_measure":
         kind, work, *rest = options.args
@@ -271,13 +398,19 @@ def main() -> None:
             "single": lambda: measure_single(Path(work), rest[0], rest[1] == "true"),
             "throughput": lambda: measure_throughput(Path(work), int(rest[0])),
             "sweep": lambda: measure_sweep(Path(work), rest[0]),
+            "budget": lambda: measure_budget(Path(work), rest[0], rest[1]),
         }[kind]
         print(json.dumps(measure()))
         return
     if not (SQUAD / "corpus.jsonl").is_file():
         raise SystemExit("run `make import-squad` first (outputs/squad is missing)")
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    steps = {"single": run_single, "throughput": run_throughput, "sweep": run_sweep}
+    steps = {
+        "single": run_single,
+        "throughput": run_throughput,
+        "sweep": run_sweep,
+        "budget": lambda: run_budget(options.cache_dir),
+    }
     for name in steps if options.what == "all" else [options.what]:
         print(f"== {name}", flush=True)
         results[name] = steps[name]()

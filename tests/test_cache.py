@@ -130,8 +130,13 @@ def test_rankings_follow_k_and_queries_but_not_the_scoring_rule(compose_config, 
     base, _ = run(compose_config, mini_project)
     _, rescored = run(compose_config, mini_project, "eval.min_span_overlap=0.5")
     assert rescored["cache/rankings/hits"] == 1  # a new hit rule re-scores the same rankings
-    _, deeper = run(compose_config, mini_project, "eval.ks=[1,3,5,20]")
-    assert deeper["cache/rankings/misses"] == 1  # top_k is max(ks)
+    # the depth is max(max(ks), budget depth): 40 for 120/20 chunks and a 4,000-character budget
+    _, same_depth = run(compose_config, mini_project, "eval.ks=[1,3,5,20]")
+    assert same_depth["cache/rankings/hits"] == 1
+    _, deeper = run(compose_config, mini_project, "eval.ks=[1,3,5,50]")
+    assert deeper["cache/rankings/misses"] == 1
+    _, bigger_budget = run(compose_config, mini_project, "eval.budgets=[8000]")
+    assert bigger_budget["cache/rankings/misses"] == 1
     _, other_split = run(
         compose_config, mini_project, "eval.split=holdout", "eval.allow_holdout=true"
     )

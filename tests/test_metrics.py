@@ -394,10 +394,13 @@ def test_rejects_span_index_out_of_range() -> None:
         _one([frozenset({2})], 2)
 
 
-def test_every_computed_metric_is_a_measure_with_a_definition() -> None:
-    metrics = case_metrics([("a", 0, 10)], [("a", 0, 5)], (3,), 1.0)
-    assert list(metrics) == [m.name for m in measures.computed((3,))]
-    assert all(measures.parse(name).definition.endswith(".") for name in metrics)
+def test_every_metric_computed_is_a_measure_with_a_definition() -> None:
+    metrics = case_metrics([("a", 0, 10)], [("a", 0, 5)], (3,), 1.0, (50,))
+    assert set(metrics) == {m.name for m in measures.computed((3,), (50,))}
+    families = {name.replace("_3", "_k").replace("_50c", "_Bc") for name in metrics}
+    definitions = measures.definitions((3,), (50,))
+    assert families == set(definitions)
+    assert all(text.strip().endswith(".") for text in definitions.values())
 
 
 class TestMeanByKey:

@@ -14,6 +14,7 @@ import yaml
 from ragsweep import measures
 from ragsweep.atomic import atomic_writer, write_text_atomic
 from ragsweep.chunking import Chunk
+from ragsweep.config import EvalConfig
 from ragsweep.evaluate import CaseResult, Summary
 from ragsweep.hashing import sha256_text
 from ragsweep.judge import JudgeOutcome
@@ -26,7 +27,7 @@ def write_artifacts(
     results: Sequence[CaseResult],
     chunks: Sequence[Chunk],
     summary: Summary,
-    ks: Sequence[int],
+    eval_cfg: EvalConfig,
     facts: Mapping[str, object],
     judged: JudgeOutcome | None = None,
 ) -> None:
@@ -45,15 +46,16 @@ def write_artifacts(
         output_dir / "cases.jsonl", ({**r.to_json(), **extras.get(r.id, {})} for r in results)
     )
     write_jsonl(output_dir / "chunks.jsonl", (manifest_row(c) for c in chunks))
-    report = render_report(summary, ks, "ragsweep evaluation report", facts)
+    report = render_report(summary, eval_cfg, "ragsweep evaluation report", facts)
     if judged:
         report += "\n" + judged.report_section()
-    definitions = "\n".join(f"- `{k}`: {v}" for k, v in measures.definitions(ks).items())
+    meanings = measures.definitions(eval_cfg.ks, eval_cfg.budgets)
+    definitions = "\n".join(f"- `{k}`: {v}" for k, v in meanings.items())
     write_text_atomic(
         output_dir / "report.md", report + "\n## Metric definitions\n\n" + definitions + "\n"
     )
     if summary.overall:
-        plot_at_k(summary, ks, output_dir / "metrics_at_k.svg")
+        plot_at_k(summary, eval_cfg.ks, output_dir / "metrics_at_k.svg")
 
 
 def manifest_row(chunk: Chunk) -> dict[str, Any]:

@@ -305,21 +305,33 @@ class RetrievalConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """Which split is scored, at which cut-offs, and what counts as a hit."""
+    """Which split is scored, at which cut-offs and context budgets, and what counts as a
+    hit. ``budgets`` are in characters (docs/metrics.md); ``bootstrap_resamples`` and
+    ``seed`` set the 95% bootstrap interval of every reported mean (they change no metric,
+    only its interval, so they are not hashed)."""
 
     ks: tuple[int, ...] = (1, 3, 5, 10)
+    budgets: tuple[int, ...] = (1000, 2000, 4000)
     split: str = "tuning"
     min_span_overlap: float = 1.0
     objective: str = not_hashed("recall_at_5")
     allow_holdout: bool = not_hashed(False)
+    bootstrap_resamples: int = not_hashed(1000)
+    seed: int = not_hashed(0)
 
     def __post_init__(self) -> None:
         _require(len(self.ks) > 0, "eval.ks must list at least one cut-off")
-        _require(all(k > 0 for k in self.ks), f"eval.ks={list(self.ks)} must all be > 0")
+        for key, values in (("ks", self.ks), ("budgets", self.budgets)):
+            _require(all(v > 0 for v in values), f"eval.{key}={list(values)} must all be > 0")
+            _require(
+                list(values) == sorted(set(values)),
+                f"eval.{key}={list(values)} must be strictly increasing",
+            )
         _require(
-            list(self.ks) == sorted(set(self.ks)),
-            f"eval.ks={list(self.ks)} must be strictly increasing",
+            self.bootstrap_resamples >= 1,
+            f"eval.bootstrap_resamples={self.bootstrap_resamples} must be >= 1",
         )
+        _require(self.seed >= 0, f"eval.seed={self.seed} must be >= 0")
         _require(
             self.split in SPLITS, f"eval.split={self.split!r} is not one of: {', '.join(SPLITS)}"
         )

@@ -8,7 +8,7 @@ so a no-answer threshold can be chosen; they never count as perfect (or zero) re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, NamedTuple
 
@@ -18,10 +18,12 @@ from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
 from ragsweep.golden import GoldenCase
 from ragsweep.index import Index, Query, Ranked
+from ragsweep.measures import RAN_OUT, Measure
 from ragsweep.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.preprocess import Preprocessor
 from ragsweep.progress import progress_bar
 from ragsweep.relevance import Interval, IntervalBatch, doc_codes
+from ragsweep.uncertainty import Bootstrap, Bounds, interval_keys, stratified_intervals
 
 SEARCH_BATCH = 256
 
@@ -191,6 +193,7 @@ def _answerable_metrics(
         IntervalBatch.from_rows(evidence_union(spans), codes),
         cfg.ks,
         cfg.min_span_overlap,
+        cfg.budgets,
     )
     names = list(columns)
     rows = zip(*(columns[name].tolist() for name in names), strict=True)
@@ -199,11 +202,18 @@ def _answerable_metrics(
 
 @dataclass(frozen=True)
 class Summary:
-    """Averages over the answerable cases of the evaluated split, overall and per type.
+    """Averages over the answerable cases of the evaluated split, overall and per type, each
+    with its bootstrap interval (:mod:`ragsweep.uncertainty`).
 
     ``by_type_min`` is, per metric, the lowest per-type mean (the weakest question type).
-    ``counts`` holds ``n_cases``, ``n_answerable``, ``n_unanswerable``; ``extra`` holds
-    latency percentiles (ms) and top-1 score means for answerable vs unanswerable cases.
+    The intervals of all three come from the same resamples, drawn within each type.
+    ``counts`` holds ``n_cases``, ``n_answerable``, ``n_unanswerable``; ``scored_counts``
+    the answerable cases per type (the ``n`` of each slice); ``extra`` holds latency
+    percentiles (ms) and top-1 score means for answerable vs unanswerable cases.
+    ``ran_out_at_depth`` counts, per ``ran_out_at_<B>c`` measure, the answerable cases whose
+    ranking ran out before budget B filled although it held the whole retrieval depth
+    ``top_k`` (a deeper ranking could have added chunks); it is empty when the depth is not
+    known.
     """
 
     overall: dict[str, float]
@@ -213,13 +223,22 @@ class Summary:
     type_counts: dict[str, int]
     scored_counts: dict[str, int]
     extra: dict[str, float]
+    intervals: dict[str, Bounds]
+    by_type_intervals: dict[str, dict[str, Bounds]]
+    by_type_min_intervals: dict[str, Bounds]
+    bootstrap: Bootstrap
+    top_k: int | None = None
+    ran_out_at_depth: dict[str, int] = field(default_factory=dict)
 
     def flat_metrics(self) -> dict[str, float]:
-        """MLflow metric keys: ``recall_at_5``, ``by_type/<type>/<metric>``, ..."""
-        flat: dict[str, float] = dict(self.overall)
+        """MLflow metric keys: ``recall_at_5``, its interval (:func:`interval_keys`),
+        ``by_type/<type>/<metric>``, ``by_type_min/<metric>``, with intervals too, ..."""
+        flat: dict[str, float] = _with_intervals("", self.overall, self.intervals)
         for type_name, metrics in self.by_type.items():
-            flat.update({f"by_type/{type_name}/{k}": v for k, v in metrics.items()})
-        flat.update({f"by_type_min/{k}": v for k, v in self.by_type_min.items()})
+            flat.update(
+                _with_intervals(f"by_type/{type_name}/", metrics, self.by_type_intervals[type_name])
+            )
+        flat.update(_with_intervals("by_type_min/", self.by_type_min, self.by_type_min_intervals))
         flat.update({k: float(v) for k, v in self.counts.items()})
         flat.update({f"n_cases/{t}": float(n) for t, n in self.type_counts.items()})
         flat.update({f"n_answerable/{t}": float(n) for t, n in self.scored_counts.items()})
@@ -227,15 +246,28 @@ class Summary:
         return flat
 
 
-def summarize(results: Sequence[CaseResult]) -> Summary:
-    """Average per-case metrics (a separate step from computing them) and slice by type."""
+def _with_intervals(
+    prefix: str, means: Mapping[str, float], bounds: Mapping[str, Bounds]
+) -> dict[str, float]:
+    flat: dict[str, float] = {}
+    for name, value in means.items():
+        low, high = interval_keys(name)
+        flat[prefix + name] = value
+        flat[prefix + low], flat[prefix + high] = bounds[name].low, bounds[name].high
+    return flat
+
+
+def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None = None) -> Summary:
+    """Average per-case metrics (a separate step from computing them), slice by type, and
+    bootstrap every mean (``cfg.bootstrap_resamples`` resamples from ``cfg.seed``).
+    ``top_k`` is the retrieval depth the rankings were cut at, if known."""
+    bootstrap = Bootstrap(cfg.bootstrap_resamples, cfg.seed)
     scored = [(r.type, r.metrics) for r in results if r.metrics is not None]
-    by_type = {
-        type_name: mean_by_key([m for t, m in scored if t == type_name])
-        for type_name in sorted({t for t, _ in scored})
-    }
+    slices = {t: [m for st, m in scored if st == t] for t in sorted({t for t, _ in scored})}
+    by_type = {t: mean_by_key(rows) for t, rows in slices.items()}
     overall = mean_by_key([m for _, m in scored])
     by_type_min = {m: min(t[m] for t in by_type.values()) for m in overall} if by_type else {}
+    bounds = stratified_intervals(slices, list(overall), bootstrap)
     type_counts = {t: sum(r.type == t for r in results) for t in sorted({r.type for r in results})}
     return Summary(
         overall=overall,
@@ -247,9 +279,26 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
             "n_unanswerable": len(results) - len(scored),
         },
         type_counts=type_counts,
-        scored_counts={t: sum(st == t for st, _ in scored) for t in by_type},
+        scored_counts={t: len(rows) for t, rows in slices.items()},
         extra=_latency_and_scores(results),
+        intervals=bounds.overall,
+        by_type_intervals=bounds.by_stratum,
+        by_type_min_intervals=bounds.weakest,
+        bootstrap=bootstrap,
+        top_k=top_k,
+        ran_out_at_depth=_ran_out_at_depth(results, cfg.budgets, top_k),
     )
+
+
+def _ran_out_at_depth(
+    results: Sequence[CaseResult], budgets: Sequence[int], top_k: int | None
+) -> dict[str, int]:
+    """Per budget, the answerable cases that ran out of a ranking ``top_k`` chunks long."""
+    if top_k is None:
+        return {}
+    names = [Measure(RAN_OUT, budget=b).name for b in budgets]
+    full = [r.metrics for r in results if r.metrics is not None and len(r.retrieved) >= top_k]
+    return {name: sum(m[name] > 0 for m in full) for name in names}
 
 
 def _latency_and_scores(results: Sequence[CaseResult]) -> dict[str, float]:

@@ -25,6 +25,16 @@ RANK = "rank"
 BUDGET = "budget"
 NONE = "none"
 
+# Family names, for the modules that compute or read a family (metrics, reports, compare).
+HIT = "hit"
+RECALL = "recall"
+NDCG = "ndcg"
+COVERAGE = "coverage"
+MRR = "mrr"
+CHUNKS_USED = "chunks_used"
+CHARS_USED = "chars_used"
+RAN_OUT = "ran_out"
+
 
 @dataclass(frozen=True)
 class Family:
@@ -51,7 +61,7 @@ def _family(
 
 
 _family(
-    "hit",
+    HIT,
     (RANK, BUDGET),
     True,
     "1 if at least one retrieved chunk (of the top k, or packed into the budget) hits an "
@@ -59,45 +69,53 @@ _family(
     "retrieved.",
 )
 _family(
-    "recall",
+    RECALL,
     (RANK, BUDGET),
     True,
     "Fraction of the case's evidence spans hit by at least one retrieved chunk (of the top "
     "k, or packed into the budget) (TREC recall@k).",
 )
 _family(
-    "ndcg",
+    NDCG,
     (RANK,),
     True,
     "Binary nDCG@k: a rank gains 1 if its chunk hits an evidence span not hit above it, "
     "discounted by log2(rank + 1) and normalised by the ideal ranking of min(n_spans, k) hits.",
 )
 _family(
-    "coverage",
+    COVERAGE,
     (RANK, BUDGET),
     True,
     "Fraction of the evidence characters (union of the spans per document) that lie inside "
     "the union of the retrieved chunks (the top k, or those packed into the budget).",
 )
 _family(
-    "mrr",
+    MRR,
     (NONE,),
     True,
     "Reciprocal rank of the first retrieved chunk that hits any evidence span (0 if none "
     "does), averaged over cases.",
 )
 _family(
-    "chunks_used",
+    CHUNKS_USED,
     (BUDGET,),
     None,
     "Number of chunks packed into the context budget (descriptive, not a quality).",
 )
 _family(
-    "chars_used",
+    CHARS_USED,
     (BUDGET,),
     None,
     "Characters of chunk text packed into the context budget, overlap counted once "
     "(descriptive, not a quality).",
+)
+_family(
+    RAN_OUT,
+    (BUDGET,),
+    None,
+    "1 if the ranking ended before the budget was filled (every retrieved chunk was packed "
+    "and none was refused), else 0; averaged, the share of cases whose context may hold less "
+    "than a deeper ranking would have given it (descriptive, not a quality).",
 )
 
 _NAME = re.compile(r"^(?P<family>[a-z][a-z0-9_]*?)_at_(?P<value>[1-9][0-9]*)(?P<unit>c?)$")
@@ -218,6 +236,21 @@ def require_computed(
         raise ConfigError(
             f"{key}={name!r} is not computed with eval.ks={list(ks)}, "
             f"eval.budgets={list(budgets)}; choose one of: {', '.join(names)}"
+        )
+    return measure
+
+
+def require_objective(
+    name: str, ks: Sequence[int], budgets: Sequence[int] = (), key: str = "eval.objective"
+) -> Measure:
+    """:func:`require_computed`, and the measure must be a quality with a direction, not a
+    descriptive figure such as ``chunks_used_at_1000c``."""
+    measure = require_computed(name, ks, budgets, key)
+    if measure.higher_is_better is None:
+        qualities = [f for f in _ORDER if FAMILIES.get(f).higher_is_better is not None]
+        raise ConfigError(
+            f"{key}={name!r} describes a run, it is not a quality to optimize; choose a "
+            f"measure of the families {', '.join(qualities)}"
         )
     return measure
 

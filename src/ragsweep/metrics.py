@@ -6,18 +6,32 @@ separate step (:func:`mean_by_key`). The rank-based metrics take a
 :class:`~ragsweep.relevance.SpanHits`: for each case, rank and evidence span, whether that
 rank's chunk hits that span. A span hit at several ranks counts once, at its first rank.
 Ranks past the end of a case's retrieved list count as misses. Every case must have at least
-one evidence span. Names and written definitions live in :mod:`ragsweep.measures`; the
-exact definitions are in docs/metrics.md.
+one evidence span. The exact definitions are in docs/metrics.md.
+
+Metrics at a context budget (``*_at_budget``) are the same rules applied to the chunks a
+:class:`~ragsweep.budget.Packing` packed into the budget (a prefix of each ranking), plus
+what the packing used. Names and meanings of every metric are in :mod:`ragsweep.measures`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ragsweep.measures import Measure
+from ragsweep.budget import Packing, pack, packed_intervals, prefix_union_lengths
+from ragsweep.measures import (
+    CHARS_USED,
+    CHUNKS_USED,
+    COVERAGE,
+    HIT,
+    MRR,
+    NDCG,
+    RAN_OUT,
+    RECALL,
+    Measure,
+)
 from ragsweep.relevance import (
     PADDING,
     Interval,
@@ -143,31 +157,95 @@ def _union(intervals: Sequence[Interval]) -> list[Interval]:
     return merged
 
 
+def hit_at_budget(h: SpanHits, packing: Packing) -> np.ndarray:
+    """Per case, 1.0 if any chunk packed into the budget hits any evidence span, else 0.0."""
+    return hit_at_k(_packed_hits(h, packing), h.hits.shape[1])
+
+
+def recall_at_budget(h: SpanHits, packing: Packing) -> np.ndarray:
+    """Per case, the fraction of its evidence spans hit by the chunks packed into the
+    budget."""
+    return recall_at_k(_packed_hits(h, packing), h.hits.shape[1])
+
+
+def coverage_at_budget(
+    ranked: IntervalBatch, evidence: IntervalBatch, packing: Packing
+) -> np.ndarray:
+    """Per case, the fraction of evidence characters inside the union of the chunks packed
+    into the budget (``evidence`` as for :func:`coverage_at_k`)."""
+    return coverage_at_k(packed_intervals(ranked, packing), evidence, ranked.width)
+
+
+def chunks_used_at_budget(packing: Packing) -> np.ndarray:
+    """Per case, the number of chunks packed into the budget."""
+    return packing.n_packed.astype(np.float64)
+
+
+def chars_used_at_budget(packing: Packing) -> np.ndarray:
+    """Per case, the characters of chunk text packed into the budget (overlap counted
+    once; at most the budget)."""
+    return packing.chars.astype(np.float64)
+
+
+def ran_out_at_budget(packing: Packing) -> np.ndarray:
+    """Per case, 1.0 if the ranking ended before the budget was filled (no chunk was
+    refused), else 0.0."""
+    return packing.ran_out.astype(np.float64)
+
+
+def _packed_hits(h: SpanHits, packing: Packing) -> SpanHits:
+    """``h`` with the ranks that were not packed turned into misses."""
+    return SpanHits(h.hits & packing.ranks(h.hits.shape[1])[:, :, None], h.n_spans)
+
+
+def _budget_metrics(
+    h: SpanHits, ranked: IntervalBatch, evidence: IntervalBatch, budgets: Sequence[int]
+) -> dict[str, np.ndarray]:
+    """The budget half of :func:`metrics_per_case`: one packing per budget, each from the
+    same prefix-union lengths."""
+    union = prefix_union_lengths(ranked)
+    values: dict[str, np.ndarray] = {}
+    for budget in budgets:
+        packing = pack(ranked, union, budget)
+        values[Measure(HIT, budget=budget).name] = hit_at_budget(h, packing)
+        values[Measure(RECALL, budget=budget).name] = recall_at_budget(h, packing)
+        values[Measure(COVERAGE, budget=budget).name] = coverage_at_budget(
+            ranked, evidence, packing
+        )
+        values[Measure(CHUNKS_USED, budget=budget).name] = chunks_used_at_budget(packing)
+        values[Measure(CHARS_USED, budget=budget).name] = chars_used_at_budget(packing)
+        values[Measure(RAN_OUT, budget=budget).name] = ran_out_at_budget(packing)
+    return values
+
+
 def metrics_per_case(
     ranked: IntervalBatch,
     spans: IntervalBatch,
     evidence: IntervalBatch,
     ks: Sequence[int],
     min_span_overlap: float,
+    budgets: Sequence[int] = (),
 ) -> dict[str, np.ndarray]:
-    """Every metric for a batch of answerable cases, as per-case arrays.
+    """Every metric for a batch of answerable cases, as per-case arrays keyed by measure
+    name (:func:`ragsweep.measures.computed`).
 
-    Keys: ``hit_at_{k}``, ``recall_at_{k}``, ``ndcg_at_{k}``, ``coverage_at_{k}`` for each k
-    in ``ks``, and ``mrr`` (each case's reciprocal rank). ``ranked`` holds the retrieved
-    chunks (rank 1 first), ``spans`` the evidence spans and ``evidence`` their union
-    (:func:`evidence_union`), all with the same rows and document codes.
+    For each k in ``ks``: hit, recall, nDCG and coverage at k; ``mrr`` (each case's
+    reciprocal rank); for each budget in ``budgets`` (characters): hit, recall and coverage
+    of the chunks packed into it, and the chunks, characters used and whether the ranking
+    ran out. ``ranked`` holds the retrieved chunks (rank 1 first), ``spans`` the evidence
+    spans and ``evidence`` their union (:func:`evidence_union`), all with the same rows and
+    document codes.
     """
     h = span_hits(ranked, spans, min_span_overlap)
-    at_rank: dict[str, Callable[[int], np.ndarray]] = {
-        "hit": lambda k: hit_at_k(h, k),
-        "recall": lambda k: recall_at_k(h, k),
-        "ndcg": lambda k: ndcg_at_k(h, k),
-        "coverage": lambda k: coverage_at_k(ranked, evidence, k),
-    }
     values: dict[str, np.ndarray] = {}
     for k in ks:
-        values.update({Measure(family, k=k).name: at(k) for family, at in at_rank.items()})
-    values[Measure("mrr").name] = reciprocal_rank(h)
+        values[Measure(HIT, k=k).name] = hit_at_k(h, k)
+        values[Measure(RECALL, k=k).name] = recall_at_k(h, k)
+        values[Measure(NDCG, k=k).name] = ndcg_at_k(h, k)
+        values[Measure(COVERAGE, k=k).name] = coverage_at_k(ranked, evidence, k)
+    values[Measure(MRR).name] = reciprocal_rank(h)
+    if budgets:
+        values.update(_budget_metrics(h, ranked, evidence, budgets))
     return values
 
 
@@ -176,6 +254,7 @@ def case_metrics(
     spans: Sequence[Interval],
     ks: Sequence[int],
     min_span_overlap: float,
+    budgets: Sequence[int] = (),
 ) -> dict[str, float]:
     """:func:`metrics_per_case` for one case given as plain intervals.
 
@@ -195,6 +274,7 @@ def case_metrics(
         IntervalBatch.from_rows(evidence_union([spans]), codes),
         ks,
         min_span_overlap,
+        budgets,
     )
     return {name: float(array[0]) for name, array in values.items()}
 

@@ -194,7 +194,7 @@ def run_stages(resolved: ResolvedConfig) -> StageOutcome:
     built = build_index(resolved, corpus, cache, timer)
     with timer.stage("eval_seconds"):
         results = evaluate_cases(cases, built, resolved, cache)
-        summary = summarize(results)
+        summary = summarize(results, cfg.eval, cfg.top_k)
     judged = None
     if judge is not None:
         with timer.stage("judge_seconds"):
@@ -225,7 +225,7 @@ def run_evaluation(
             done.results,
             done.built.chunks,
             done.summary,
-            cfg.eval.ks,
+            cfg.eval,
             facts,
             done.judged,
         )
@@ -237,7 +237,7 @@ def run_evaluation(
     cache = done.cache
     cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
     facts = {**facts, "cache": cache_line, "run": run_id or "not logged"}
-    print_summary(done.summary, cfg.eval.ks, facts, console)
+    print_summary(done.summary, cfg.eval, facts, console)
     if done.judged:
         done.judged.print_summary(console)
     return RunResult(
@@ -290,4 +290,5 @@ def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:
         "model": model.describe(),
         "preprocess": "+".join(cfg.preprocess.steps) or "none",
         "chunking": f"{c.mode} size={c.size} overlap={c.overlap}",
+        "top_k": cfg.top_k,
     }

@@ -1,5 +1,6 @@
 """Human-readable outputs of a run: ``report.md``, the hit/recall-vs-k plot, and the
-one-screen terminal summary."""
+one-screen terminal summary. Every mean is shown with its 95% bootstrap interval and every
+slice with its number of cases."""
 
 from __future__ import annotations
 
@@ -7,46 +8,51 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ragsweep import measures
 from ragsweep.atomic import write_text_atomic
+from ragsweep.config import EvalConfig
 from ragsweep.evaluate import Summary
-from ragsweep.measures import Measure
+from ragsweep.measures import HIT, MRR, RAN_OUT, RECALL, Measure
 from ragsweep.svgchart import line_chart
+from ragsweep.uncertainty import Bounds
+
+TERMINAL_FAMILIES = (HIT, RECALL, MRR)
+"""Families the terminal summary shows (all of them are in report.md and MLflow)."""
 
 
-def metric_columns(summary: Summary, ks: Sequence[int]) -> list[str]:
-    """The measures a run computed, in reading order (:func:`ragsweep.measures.computed`)."""
-    return [m.name for m in measures.computed(ks) if m.name in summary.overall]
+def metric_columns(summary: Summary, eval_cfg: EvalConfig) -> list[str]:
+    """The summary's metric keys in report order (:func:`ragsweep.measures.computed`: per
+    family, each k, then each budget)."""
+    names = (m.name for m in measures.computed(eval_cfg.ks, eval_cfg.budgets))
+    return [name for name in names if name in summary.overall]
 
 
 def render_report(
-    summary: Summary, ks: Sequence[int], title: str, facts: Mapping[str, object]
+    summary: Summary, eval_cfg: EvalConfig, title: str, facts: Mapping[str, object]
 ) -> str:
-    """Markdown report: run facts, overall metrics, and the type × metric matrix."""
-    columns = metric_columns(summary, ks)
+    """Markdown report: run facts, overall metrics with intervals, and per question type
+    each metric with its n and interval."""
+    columns = metric_columns(summary, eval_cfg)
     lines = [f"# {title}", ""]
     lines += [f"- **{key}**: {value}" for key, value in facts.items()]
     lines += [
         f"- **cases**: {summary.counts['n_cases']} "
         f"({summary.counts['n_answerable']} answerable, "
         f"{summary.counts['n_unanswerable']} unanswerable: no retrieval metrics)",
+        f"- **intervals**: {summary.bootstrap.describe()}",
         "",
         "## Overall (mean over answerable cases)",
         "",
-        markdown_table(["metric", "value"], [[c, _fmt(summary.overall[c])] for c in columns]),
-        "",
-        "## By question type",
-        "",
+        markdown_table(
+            ["metric", "value", "95% interval"],
+            [[c, _fmt(summary.overall[c]), summary.intervals[c].describe()] for c in columns],
+        ),
     ]
-    rows = [
-        [t, str(summary.scored_counts.get(t, 0)), *(_fmt(m[c]) for c in columns)]
-        for t, m in summary.by_type.items()
-    ]
-    if summary.by_type_min:
-        rows.append(["**min over types**", "", *(_fmt(summary.by_type_min[c]) for c in columns)])
-    lines.append(markdown_table(["type", "n answerable", *columns], rows))
+    lines += _ran_out_note(summary, eval_cfg)
+    lines += ["", "## By question type (mean [95% interval])", "", _by_type_table(summary, columns)]
     unanswerable_types = sorted(set(summary.type_counts) - set(summary.by_type))
     if unanswerable_types:
         lines += [
@@ -64,8 +70,65 @@ def render_report(
     return "\n".join(lines) + "\n"
 
 
+def _by_type_table(summary: Summary, columns: Sequence[str]) -> str:
+    """Rows: metrics; columns: each type with its n, then the minimum over types."""
+    types = list(summary.by_type)
+    header = ["metric", *(f"{t} (n={summary.scored_counts[t]})" for t in types)]
+    if summary.by_type_min:
+        header.append("min over types")
+    rows = []
+    for c in columns:
+        row = [c]
+        row += [_cell(summary.by_type[t][c], summary.by_type_intervals[t][c]) for t in types]
+        if summary.by_type_min:
+            row.append(_cell(summary.by_type_min[c], summary.by_type_min_intervals[c]))
+        rows.append(row)
+    return markdown_table(header, rows)
+
+
+def _ran_out_note(summary: Summary, eval_cfg: EvalConfig) -> list[str]:
+    """A line for each budget at which some rankings ended before the budget filled."""
+    lines = []
+    n = summary.counts["n_answerable"]
+    for budget in eval_cfg.budgets:
+        name = Measure(RAN_OUT, budget=budget).name
+        share = summary.overall.get(name, 0.0)
+        if share > 0:
+            lines.append(
+                f"- the ranking ran out before the {budget}-character budget filled in "
+                f"{share:.1%} of {n} answerable cases: their budget metrics count all that "
+                f"was retrieved{_depth_part(summary, name)}"
+            )
+    return ["", *lines] if lines else []
+
+
+def _depth_part(summary: Summary, name: str) -> str:
+    at_depth = summary.ran_out_at_depth.get(name, 0)
+    if not at_depth:
+        return " (the retriever had no more chunks for them)"
+    return (
+        f"; {at_depth} of them held the whole retrieval depth (top_k={summary.top_k}), so a "
+        "deeper retrieval.top_k could have added chunks"
+    )
+
+
+def _depth_warnings(summary: Summary) -> list[str]:
+    """Terminal warnings: budgets that rankings cut at the retrieval depth did not fill."""
+    return [
+        f"{count} answerable case(s) packed all top_k={summary.top_k} retrieved chunks "
+        f"without filling the {measures.parse(name).budget}-character budget: raise "
+        "retrieval.top_k for budget metrics that see the whole budget"
+        for name, count in summary.ran_out_at_depth.items()
+        if count
+    ]
+
+
 def _fmt(value: float) -> str:
     return f"{value:.4f}"
+
+
+def _cell(value: float, bounds: Bounds) -> str:
+    return f"{value:.3f} {bounds.describe(3)}"
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -79,7 +142,7 @@ def plot_at_k(summary: Summary, ks: Sequence[int], path: Path) -> None:
     """Line chart of hit@k and recall@k (overall means) against k, saved as SVG."""
     series = {
         f"{family}@k": [(k, summary.overall[Measure(family, k=k).name]) for k in ks]
-        for family in ("hit", "recall")
+        for family in (HIT, RECALL)
         if all(Measure(family, k=k).name in summary.overall for k in ks)
     }
     chart = line_chart(
@@ -89,13 +152,19 @@ def plot_at_k(summary: Summary, ks: Sequence[int], path: Path) -> None:
 
 
 def print_summary(
-    summary: Summary, ks: Sequence[int], facts: Mapping[str, object], console: Console
+    summary: Summary, eval_cfg: EvalConfig, facts: Mapping[str, object], console: Console
 ) -> None:
-    """One-screen terminal summary: headline metrics (rows) by question type (columns)."""
-    headline = [c for c in metric_columns(summary, ks) if not c.startswith("coverage")]
+    """One-screen terminal summary: headline metrics (rows) by question type (columns), each
+    mean with its 95% interval beneath it."""
+    headline = [
+        c
+        for c in metric_columns(summary, eval_cfg)
+        if measures.parse(c).family in TERMINAL_FAMILIES
+    ]
     types = list(summary.by_type)
-    table = Table(title="ragsweep run (mean over answerable cases)", title_justify="left")
-    table.add_column("metric")
+    table = Table(title="ragsweep run (mean [95% interval] over answerable cases)")
+    table.title_justify = "left"
+    table.add_column("metric", no_wrap=True)
     table.add_column("all", justify="right", style="bold")
     for type_name in types:
         table.add_column(type_name, justify="right")
@@ -106,10 +175,22 @@ def print_summary(
         end_section=True,
     )
     for column in headline:
-        by_type = (_fmt(summary.by_type[t][column]) for t in types)
-        table.add_row(column, _fmt(summary.overall[column]), *by_type)
+        by_type = (
+            _stacked(summary.by_type[t][column], summary.by_type_intervals[t][column])
+            for t in types
+        )
+        table.add_row(
+            column, _stacked(summary.overall[column], summary.intervals[column]), *by_type
+        )
     console.print(table)
-    for key, value in facts.items():
+    for key, value in {**facts, "intervals": summary.bootstrap.describe()}.items():
         console.print(f"  [dim]{key:>12}[/dim]  {value}")
     unanswerable = summary.counts["n_unanswerable"]
     console.print(f"  [dim]{'unanswerable':>12}[/dim]  {unanswerable} (counted, not scored)")
+    for line in _depth_warnings(summary):
+        console.print(f"  [yellow]warning[/yellow] {escape(line)}")
+
+
+def _stacked(value: float, bounds: Bounds) -> str:
+    """A terminal cell: the mean, and its interval on the line below."""
+    return f"{value:.4f}\n[dim]{escape(bounds.describe(3))}[/dim]"

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ragsweep import measures
+from ragsweep.budget import retrieval_depth
 from ragsweep.config import (
     CacheConfig,
     ChunkingConfig,
@@ -87,10 +88,18 @@ class RunConfig:
             kwargs[name] = from_mapping(hints[name], data.get(name), name)
         return cls(**kwargs, source=MappingProxyType(dict(data)))
 
+    def __post_init__(self) -> None:
+        _ = self.top_k  # checks retrieval.top_k against eval.ks and eval.budgets
+
     @property
     def top_k(self) -> int:
-        """Retrieval depth: ``retrieval.top_k`` or, when null, the largest eval cut-off."""
-        return self.retrieval.top_k or self.eval.max_k
+        """Retrieval depth: ``retrieval.top_k`` or, when null, one deep enough for the largest
+        eval cut-off and budget (:func:`ragsweep.budget.retrieval_depth`, which raises a
+        ConfigError for an explicit ``top_k`` below either)."""
+        c = self.chunking
+        return retrieval_depth(
+            self.retrieval.top_k, self.eval.ks, self.eval.budgets, c.size, c.overlap
+        )
 
 
 def group_names() -> tuple[str, ...]:
@@ -129,7 +138,7 @@ def resolve(data: Mapping[str, Any] | RunConfig) -> ResolvedConfig:
     CHUNKERS.get(cfg.chunking.mode)
     model = BACKENDS.get(cfg.embedding.backend).identity(cfg.embedding)
     preprocessor = build_preprocessor(cfg.preprocess)
-    objective = measures.require_computed(cfg.eval.objective, cfg.eval.ks)
+    objective = measures.require_objective(cfg.eval.objective, cfg.eval.ks, cfg.eval.budgets)
     resolved = ResolvedConfig(cfg, preprocessor, model, objective)
     return dataclasses.replace(resolved, config_hash=config_hash(resolved))
 

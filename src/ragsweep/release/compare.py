@@ -19,7 +19,7 @@ from ragsweep import measures
 from ragsweep import tags as tag
 from ragsweep.config import EvalConfig, from_mapping
 from ragsweep.evaluate import CaseResult, RetrievedChunk, summarize
-from ragsweep.measures import Measure
+from ragsweep.measures import HIT, Measure
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.stats import PairedTest, paired_randomization_test
 from ragsweep.release.store import LoggedRun, RunStore
@@ -196,13 +196,15 @@ def compare_runs(
     baseline, candidate = store.get(baseline_id), store.get(candidate_id)
     mismatches, pairs, unpaired = _comparable_cases(store, baseline, candidate, force)
     eval_cfg = from_mapping(EvalConfig, store.config(candidate.run_id).get("eval"), "eval")
-    primary = measures.require_computed(metric or eval_cfg.objective, eval_cfg.ks, key="--metric")
+    primary = measures.require_computed(
+        metric or eval_cfg.objective, eval_cfg.ks, eval_cfg.budgets, key="--metric"
+    )
     metric = primary.name
     k = primary_k(primary, eval_cfg.ks)
-    scored = _scored_pairs(pairs, [metric, Measure("hit", k=k).name], baseline, candidate)
-    base_summary = summarize([b for b, _ in pairs])
-    cand_summary = summarize([c for _, c in pairs])
-    columns = metric_columns(cand_summary, eval_cfg.ks)
+    scored = _scored_pairs(pairs, [metric, _hit_name(k)], baseline, candidate)
+    base_summary = summarize([b for b, _ in pairs], eval_cfg)
+    cand_summary = summarize([c for _, c in pairs], eval_cfg)
+    columns = metric_columns(cand_summary, eval_cfg)
     return Comparison(
         baseline=baseline,
         candidate=candidate,
@@ -303,8 +305,12 @@ def _value(case: CaseResult, metric: str) -> float:
     return case.metrics[metric]
 
 
+def _hit_name(k: int) -> str:
+    return Measure(HIT, k=k).name
+
+
 def _hit(case: CaseResult, k: int) -> bool:
-    return _value(case, f"hit_at_{k}") > 0
+    return _value(case, _hit_name(k)) > 0
 
 
 def _flip(baseline: CaseResult, candidate: CaseResult) -> Flip:
@@ -328,7 +334,7 @@ def render_markdown(comparison: Comparison) -> str:
         f"{c.candidate.tag(tag.GOLDEN_DIGEST)[:12]}; "
         f"**corpus**: {c.candidate.tag(tag.CORPUS_HASH)[:12]}",
         f"- **paired cases**: {c.n_cases} ({c.n_answerable} answerable, scored in both)",
-        f"- **primary metric**: `{c.metric}`; flips counted on `hit_at_{c.k}`",
+        f"- **primary metric**: `{c.metric}`; flips counted on `{_hit_name(c.k)}`",
     ]
     lines += [f"- **differs**: {m}" for m in c.mismatches]
     if c.unpaired:

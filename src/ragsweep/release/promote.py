@@ -241,7 +241,7 @@ def render_report(
     objective = eval_cfg.objective
     overall = [
         _row(m, tuning.metrics.get(m), summary.overall[m])
-        for m in metric_columns(summary, eval_cfg.ks)
+        for m in metric_columns(summary, eval_cfg)
     ]
     types = sorted({*summary.by_type, *_logged_types(tuning.metrics)})
     by_type = [
