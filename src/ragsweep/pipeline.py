@@ -32,6 +32,7 @@ from ragsweep.embedding import (
 )
 from ragsweep.errors import ConfigError
 from ragsweep.evaluate import (
+    CASES_FILE,
     CaseResult,
     Summary,
     make_queries,
@@ -400,7 +401,7 @@ def write_artifacts(
     )
     extras = judged.case_fields() if judged else {}
     _write_jsonl(
-        output_dir / "cases.jsonl", ({**r.to_json(), **extras.get(r.id, {})} for r in results)
+        output_dir / CASES_FILE, ({**r.to_json(), **extras.get(r.id, {})} for r in results)
     )
     _write_jsonl(output_dir / "chunks.jsonl", (_manifest_row(c) for c in chunks))
     report = render_report(summary, ks, "ragsweep evaluation report", facts)
