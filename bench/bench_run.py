@@ -339,7 +339,7 @@ def run_budget(cache_dir: Path) -> dict[str, Any]:
 def budget_rankings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per embedding, overlap and figure of RANKED_BY: the sizes best first, and the paired
     randomization test (same cases) of each size against the next one."""
-    from ragsweep.release.stats import paired_randomization_test
+    from ragsweep.stats import paired_randomization_test
 
     out = []
     for run in runs:

@@ -15,8 +15,8 @@ from mlflow.tracking import MlflowClient
 from ragsweep.release.cli import compare_main
 from ragsweep.release.compare import compare_runs
 from ragsweep.release.errors import ComparisonError
-from ragsweep.release.stats import paired_randomization_test
 from ragsweep.release.store import RunStore
+from ragsweep.stats import paired_randomization_test
 
 IDENTITY = {
     "ragsweep.golden_digest": "g" * 64,

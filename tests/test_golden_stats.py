@@ -11,7 +11,7 @@ import pytest
 
 from ragsweep.golden_cli import main
 from ragsweep.power import PowerAssumptions, detectable_difference, min_discordant
-from ragsweep.release.stats import paired_randomization_test
+from ragsweep.stats import paired_randomization_test
 
 
 def test_min_discordant_is_where_the_sign_flip_test_can_first_reject() -> None:

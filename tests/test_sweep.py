@@ -21,6 +21,7 @@ from ragsweep.appconfig import config_dir
 from ragsweep.cli import run_from_config
 from ragsweep.errors import RagsweepError
 from ragsweep.sweep.callbacks import RequireMultirunForSweep
+from ragsweep.sweep.paired import PairedDifference
 from ragsweep.sweep.result import SweepResult
 from ragsweep.sweep.runs import find_unfinished_parent
 from tests.test_pipeline import project_overrides
@@ -36,7 +37,8 @@ OVERLAP = {0: 0.0, 100: 0.0, 200: 0.005}
 FAKE_SWEEP = """\
 description: fake objective
 axes:
-  - chunking: [fixed, paragraph, heading]
+  - values: {chunking: [fixed, paragraph, heading]}
+    allow_multi_factor: true  # the options set different sizes and overlaps too
   - preprocess: [none, nfkc, nfkc_synonyms]
   - chunking.size: [400, 800, 1200]
   - chunking.overlap: [0, 100, 200, 900]
@@ -180,7 +182,7 @@ def test_first_axis_runs_the_baseline_when_its_value_is_not_listed(tmp_path: Pat
 
 def test_a_failing_start_is_shown_and_the_listed_values_decide(tmp_path: Path) -> None:
     task = FakeTask(fail=["fixed"])  # the baseline's chunking mode
-    sweep = write_sweep(tmp_path, "axes:\n  - chunking: [paragraph, heading]\n")
+    sweep = write_sweep(tmp_path, "axes:\n  - chunking.mode: [paragraph, heading]\n")
     result = multirun(task, tmp_path, "s1", f"sweep={sweep}", "tracking.enabled=false")
     trials = result.axes[0].trials
     assert [(t.point.label, t.status, t.incumbent) for t in trials] == [
@@ -195,13 +197,14 @@ def test_failed_job_is_recorded_and_the_sweep_goes_on(
     tmp_path: Path, outputs: Path, capsys
 ) -> None:
     task = FakeTask(fail=["paragraph"])
-    sweep = write_sweep(tmp_path, "axes:\n  - chunking: [fixed, paragraph, heading]\n")
+    sweep = write_sweep(tmp_path, "axes:\n  - chunking.mode: [fixed, paragraph, heading]\n")
     result = multirun(task, tmp_path, "s1", f"sweep={sweep}")
 
     assert len(task.calls) == 3
     assert [t.status for t in result.axes[0].trials] == ["new", "failed", "new"]
-    assert result.final is not None and "chunking=heading" in result.final.overrides
-    assert "failed chunking=paragraph: RagsweepError: simulated failure" in capsys.readouterr().out
+    assert result.final is not None and "chunking.mode=heading" in result.final.overrides
+    out = capsys.readouterr().out
+    assert "failed chunking.mode=paragraph: RagsweepError: simulated failure" in out
 
     client, experiment = store(tmp_path)
     runs = client.search_runs(experiment)
@@ -211,7 +214,7 @@ def test_failed_job_is_recorded_and_the_sweep_goes_on(
     assert failed.info.status == "FAILED"
     tags = failed.data.tags
     assert tags["mlflow.parentRunId"] == parent.info.run_id
-    assert (tags["ragsweep.axis"], tags["ragsweep.axis_value"]) == ("chunking", "paragraph")
+    assert (tags["ragsweep.axis"], tags["ragsweep.axis_value"]) == ("chunking.mode", "paragraph")
     assert tags["ragsweep.error"] == "RagsweepError: simulated failure for chunking=paragraph"
     assert tags["ragsweep.config_hash"] == result.axes[0].trials[1].config_hash
     assert failed.data.params["chunking.mode"] == "paragraph"
@@ -243,7 +246,7 @@ class FailsWhileLogging(FakeTask):
 
 def test_a_job_that_failed_while_logging_keeps_one_child_run(tmp_path: Path, outputs: Path):
     task = FailsWhileLogging()
-    sweep = write_sweep(tmp_path, "axes:\n  - chunking: [fixed, paragraph]\n")
+    sweep = write_sweep(tmp_path, "axes:\n  - chunking.mode: [fixed, paragraph]\n")
     result = multirun(task, tmp_path, "s1", f"sweep={sweep}")
     assert [t.status for t in result.axes[0].trials] == ["new", "failed"]
 
@@ -251,7 +254,8 @@ def test_a_job_that_failed_while_logging_keeps_one_child_run(tmp_path: Path, out
     children = [r for r in client.search_runs(experiment) if "mlflow.parentRunId" in r.data.tags]
     # FakeTask logs nothing for fixed; paragraph's own run gets the error: one run, not two
     (failed,) = children
-    assert failed.info.status == "FAILED" and failed.info.run_name == "FAILED chunking=paragraph"
+    assert failed.info.status == "FAILED"
+    assert failed.info.run_name == "FAILED chunking.mode=paragraph"
     assert failed.data.params["chunking.mode"] == "paragraph"  # completed by the sweeper
     assert failed.data.tags["ragsweep.config_hash"] == result.axes[0].trials[1].config_hash
     assert "not a valid metric name!" in failed.data.tags["ragsweep.error"]
@@ -260,11 +264,13 @@ def test_a_job_that_failed_while_logging_keeps_one_child_run(tmp_path: Path, out
 
 def test_sweep_stops_when_every_value_of_an_axis_fails(tmp_path: Path, capsys) -> None:
     task = FakeTask(fail=["fixed", "heading"])
-    sweep = write_sweep(tmp_path, "axes:\n  - chunking: [fixed, heading]\n  - preprocess: [nfkc]\n")
+    sweep = write_sweep(
+        tmp_path, "axes:\n  - chunking.mode: [fixed, heading]\n  - preprocess: [nfkc]\n"
+    )
     with pytest.raises(SystemExit) as exit_info:
         multirun(task, tmp_path, "s1", f"sweep={sweep}", "tracking.enabled=false")
     assert exit_info.value.code == 2
-    assert "error: axis 1 (chunking): every value failed" in capsys.readouterr().err
+    assert "error: axis 1 (chunking.mode): every value failed" in capsys.readouterr().err
     assert len(task.calls) == 2
     saved = yaml.safe_load((tmp_path / "s1" / "sweep_result.yaml").read_text())
     assert saved["complete"] is False and saved["final"] is None
@@ -424,6 +430,12 @@ def test_resume_after_interruption_does_not_rerun_logged_configs(
     assert result.parent_run_id == parent.info.run_id
     assert [t.status for t in result.axes[0].trials] == ["resumed", "resumed"]
     assert {t.status for t in result.axes[1].trials} == {"resumed", "new"}
+    # resumed configurations ran in the first sweep folder: their per-case values come from
+    # the logged runs' cases.jsonl artifacts, so the paired test still runs
+    first = result.axes[0]
+    assert first.chosen is not None
+    other = first.trials[1 - first.chosen]
+    assert isinstance(other.paired, PairedDifference) and other.paired.n == 3
 
     runs = client.search_runs(experiment)
     children = [r for r in runs if r.info.run_id != parent.info.run_id]

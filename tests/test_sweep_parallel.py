@@ -54,3 +54,9 @@ def test_joblib_parallel_sweep_on_a_fresh_store(tmp_path: Path, mini_project: Pa
     objectives = {c.info.run_id: c.data.metrics["recall_at_5"] for c in children}
     assert objectives[result["final"]["run_id"]] == result["final"]["objective"]
     assert result["final"]["objective"] == max(objectives.values())
+    # per-case values written by the worker processes pair every value with the chosen one
+    (axis,) = result["axes"]
+    others = [t for t in axis["trials"] if t["value"] != axis["chosen"]]
+    assert len(others) == 3
+    assert all(0 < t["vs_chosen"]["p_value"] <= 1 and t["vs_chosen"]["n"] == 3 for t in others)
+    assert "95% interval" in out.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,15 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from ragsweep import measures
-from ragsweep.sweep.select import NoObjectiveError, choose, reference_index
+from ragsweep.sweep.paired import CaseValues, PairedDifference, Unpaired
+from ragsweep.sweep.select import (
+    Candidate,
+    DecisionSettings,
+    NoObjectiveError,
+    choose,
+    decide,
+    reference_index,
+)
 from ragsweep.sweep.spec import (
     Axis,
     SweepFileError,
@@ -33,7 +42,7 @@ def test_bundled_sweep_files_load() -> None:
     chunking = load_sweep(REPO / "sweeps" / "chunking.yaml")
     assert chunking.name == "chunking"
     assert [a.keys for a in chunking.axes] == [
-        ("chunking",),
+        ("chunking.mode",),
         ("preprocess",),
         ("chunking.size",),
         ("chunking.overlap",),
@@ -41,6 +50,12 @@ def test_bundled_sweep_files_load() -> None:
     assert chunking.axes[2].values == (("400", "800", "1200"),)
     assert (chunking.objective, chunking.direction) == ("recall_at_5", "maximize")
     assert chunking.min_improvement == 0.01
+    assert (chunking.decision, chunking.alpha) == ("significant", 0.05)
+    assert dict(chunking.baseline) == {
+        "embedding": "bm25",
+        "chunking.size": "800",
+        "chunking.overlap": "100",
+    }
     grid = load_sweep(REPO / "sweeps" / "grid_small.yaml")
     assert [p.label for p in grid.axes[0].points()] == [
         "chunking.size=400 preprocess=none",
@@ -230,3 +245,134 @@ def dead_pid() -> int:
         check=True,
     )
     return int(done.stdout)
+
+
+def test_long_form_axis_and_decision_settings(tmp_path: Path) -> None:
+    spec = load_sweep(
+        write(
+            tmp_path,
+            "axes:\n"
+            "  - values: {chunking: [fixed, heading]}\n"
+            "    allow_multi_factor: true\n"
+            "  - preprocess: [none, nfkc]\n"
+            "decision: significant\nalpha: 0.01\nresamples: 2000\nseed: 3\n",
+        )
+    )
+    assert spec.axes[0] == Axis(("chunking",), (("fixed", "heading"),), allow_multi_factor=True)
+    assert spec.axes[1].allow_multi_factor is False
+    assert (spec.decision, spec.alpha, spec.resamples, spec.seed) == ("significant", 0.01, 2000, 3)
+    params = spec.params()
+    assert params["sweep.axis.1"] == "chunking=[fixed, heading] (allow_multi_factor)"
+    assert (params["sweep.decision"], params["sweep.alpha"]) == ("significant", "0.01")
+    assert spec.plan()["decision"] == "significant"  # part of the resume identity
+    default = load_sweep(write(tmp_path, "axes:\n  - preprocess: [none]\n", "d.yaml"))
+    assert (default.decision, default.alpha, default.resamples, default.seed) == (
+        "best",
+        0.05,
+        10_000,
+        0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "axes:\n  - chunking: [fixed]\n    allow_multi_factor: true\n",
+            r"axes\[0\]\.allow_multi_factor: per-axis options need the long form",
+        ),
+        (
+            "axes:\n  - values: {chunking: [fixed]}\n    allow_multi_factr: true\n",
+            r"did you mean sweep\.axes\[0\]\.allow_multi_factor",
+        ),
+        ("axes:\n  - values: [fixed]\n", r"axes\[0\]\.values must be a mapping"),
+        ("axes:\n  - values: {}\n", r"axes\[0\]\.values must be a mapping 'key: \[values\]'"),
+        (
+            "axes:\n  - values: {chunking: [fixed]}\n    allow_multi_factor: yes please\n",
+            "must be true or false",
+        ),
+        ("axes:\n  - values: {corpus.path: [a]}\n", "cannot be an axis"),
+        ("axes:\n  - chunking: [fixed]\ndecision: signifcant\n", "did you mean 'significant'"),
+        ("axes:\n  - chunking: [fixed]\nalpha: 1.5\n", r"sweep\.alpha=1\.5 must be in \(0, 1\)"),
+        ("axes:\n  - chunking: [fixed]\nresamples: 0\n", r"sweep\.resamples=0 must be >= 1"),
+        ("axes:\n  - chunking: [fixed]\nseed: -1\n", r"sweep\.seed=-1 must be >= 0"),
+    ],
+)
+def test_invalid_axis_options_and_decision_settings(tmp_path: Path, text: str, message: str):
+    path = write(tmp_path, text)
+    with pytest.raises(SweepFileError, match=message) as info:
+        load_sweep(path)
+    assert str(path) in str(info.value)
+
+
+# -- decide: the rules over per-case values (ragsweep.sweep.select) ---------------------------
+
+RECALL = measures.parse("recall_at_5")
+
+
+def values(*per_case: float) -> CaseValues:
+    return CaseValues({f"q{i}": v for i, v in enumerate(per_case)})
+
+
+def candidate(cases: CaseValues | Unpaired, name: str) -> Candidate:
+    objective = None if isinstance(cases, Unpaired) else statistics.fmean(cases.by_case.values())
+    return Candidate(objective, name, cases)
+
+
+def settings(rule: str, min_improvement: float = 0.01) -> DecisionSettings:
+    return DecisionSettings(RECALL, rule, min_improvement, alpha=0.05, resamples=10_000, seed=0)
+
+
+# the start misses 12 cases; "weak" finds 2 of them (p = 0.5), "strong" finds 8 (p = 2/256)
+START = values(*[0.0] * 12)
+WEAK = values(1.0, 1.0, *[0.0] * 10)
+STRONG = values(*[1.0] * 8, *[0.0] * 4)
+
+
+@pytest.mark.parametrize(
+    ("rule", "challenger", "chosen"),
+    [
+        ("best", WEAK, 1),  # +0.167 beats min_improvement: adopted on 2 cases
+        ("significant", WEAK, 0),  # p = 0.5: the start is kept
+        ("significant", STRONG, 1),  # p = 0.0078 < 0.05: adopted
+    ],
+)
+def test_decide_by_rule(rule: str, challenger: CaseValues, chosen: int) -> None:
+    decision = decide([candidate(START, "start"), candidate(challenger, "new")], 0, settings(rule))
+    assert decision.chosen == chosen and decision.reference == 0
+    assert decision.runner_up == 1 - chosen
+    other = decision.paired[1 - chosen]
+    assert isinstance(other, PairedDifference) and decision.paired[chosen] is None
+    # Δ is the other value minus the chosen one, on the same cases
+    sign = 1 if chosen == 0 else -1
+    gain = statistics.fmean(challenger.by_case.values())
+    assert other.delta == pytest.approx(sign * gain)
+    assert other.p_value == pytest.approx(0.5 if challenger is WEAK else 2 / 256)
+    assert decision.distinguishable is (challenger is STRONG)
+
+
+def test_significant_never_adopts_a_value_without_paired_cases() -> None:
+    unpaired = Candidate(0.9, "new", Unpaired("no cases.jsonl"))
+    for rule, chosen in (("best", 1), ("significant", 0)):
+        decision = decide([candidate(START, "start"), unpaired], 0, settings(rule))
+        assert decision.chosen == chosen
+        assert decision.distinguishable is None  # nothing to test the runner-up with
+
+
+def test_significant_picks_the_best_of_the_admitted_and_skips_same_configs() -> None:
+    better = values(*[1.0] * 10, 0.0, 0.0)
+    decision = decide(
+        [
+            candidate(START, "start"),
+            candidate(STRONG, "strong"),
+            candidate(WEAK, "weak"),  # beats min_improvement, not significant: not admitted
+            candidate(better, "better"),
+            candidate(better, "better"),  # the same configuration listed twice
+        ],
+        0,
+        settings("significant"),
+    )
+    assert decision.chosen == 3
+    assert decision.runner_up == 1  # the duplicate of the chosen one is not a runner-up
+    runner_up = decision.paired[1]
+    assert isinstance(runner_up, PairedDifference) and runner_up.delta == pytest.approx(-2 / 12)

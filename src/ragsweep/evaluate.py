@@ -7,6 +7,7 @@ so a no-answer threshold can be chosen; they never count as perfect (or zero) re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -26,6 +27,9 @@ from ragsweep.relevance import Interval, IntervalBatch, doc_codes
 from ragsweep.uncertainty import Bootstrap, Bounds, interval_keys, stratified_intervals
 
 SEARCH_BATCH = 256
+CASES_FILE = "cases.jsonl"
+"""A run's per-case results, one :meth:`CaseResult.to_json` row per line (run directory and
+MLflow artifact)."""
 
 
 class RetrievedChunk(NamedTuple):
@@ -94,6 +98,20 @@ def _retrieved_from_json(value: Any) -> tuple[RetrievedChunk, ...]:
         return tuple(RetrievedChunk(*row) for row in zip(*columns, strict=True))
     # cases.jsonl written before ragsweep stored ``retrieved`` by column: a list of objects
     return tuple(RetrievedChunk(**chunk) for chunk in value)
+
+
+def cases_from_jsonl(text: str, source: str) -> tuple[CaseResult, ...]:
+    """The case results of a ``cases.jsonl`` text, in file order; a line that is not a case
+    result is a ValueError naming ``source`` (where the text came from) and the line."""
+    cases = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            cases.append(CaseResult.from_json(json.loads(line)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{source}, line {number}: not a case result ({exc!r})") from exc
+    return tuple(cases)
 
 
 def make_queries(

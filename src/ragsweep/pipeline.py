@@ -28,7 +28,14 @@ from ragsweep.cache import StageCache
 from ragsweep.chunking import Chunk
 from ragsweep.corpus import Corpus, load_corpus
 from ragsweep.errors import ConfigError
-from ragsweep.evaluate import CaseResult, Summary, make_queries, retrieve, score_cases, summarize
+from ragsweep.evaluate import (
+    CaseResult,
+    Summary,
+    make_queries,
+    retrieve,
+    score_cases,
+    summarize,
+)
 from ragsweep.golden import GoldenCase, GoldenSet, load_golden
 from ragsweep.index import Index, IndexProvenance, scope_masker
 from ragsweep.judge import JudgeOutcome, prepare_judge

@@ -144,19 +144,23 @@ def resolve(data: Mapping[str, Any] | RunConfig) -> ResolvedConfig:
 
 
 def config_hash(resolved: ResolvedConfig) -> str:
-    """sha256 over the hashed groups' result-affecting fields, with the embedding replaced
-    by the model identity (thread counts do not count, model versions do), the
-    preprocessing by the preprocessor's identity (not the synonym file's path), and a
-    disabled judge by ``{"enabled": false}`` (its other settings change nothing then)."""
+    """sha256 of :func:`hashed_values`."""
+    return sha256_json(hashed_values(resolved))
+
+
+def hashed_values(resolved: ResolvedConfig) -> dict[str, Any]:
+    """Every value the config hash covers, by group: the hashed groups' result-affecting
+    fields, with the embedding replaced by the model identity (thread counts do not count,
+    model versions do), the preprocessing by the preprocessor's identity (not the synonym
+    file's path), and a disabled judge by ``{"enabled": false}`` (its other settings change
+    nothing then)."""
     cfg = resolved.cfg
     stand_ins: dict[str, Any] = {
         "embedding": resolved.model,
         "preprocess": resolved.preprocessor.identity,
         "judge": cfg.judge.identity() if cfg.judge.enabled else {"enabled": False},
     }
-    return sha256_json(
-        {
-            name: stand_ins[name] if name in stand_ins else result_fields(getattr(cfg, name))
-            for name in hashed_groups()
-        }
-    )
+    return {
+        name: stand_ins[name] if name in stand_ins else result_fields(getattr(cfg, name))
+        for name in hashed_groups()
+    }

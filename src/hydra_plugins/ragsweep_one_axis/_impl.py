@@ -3,9 +3,11 @@
 For each axis of the sweep file, every value is composed into a job config on top of the
 best configuration so far, validated and hashed; configurations evaluated before (in this
 sweep, or logged under the same parent run by an interrupted attempt) are not launched
-again; the rest go to the launcher as one batch. The objective each job returns decides the
-value carried forward (:mod:`ragsweep.sweep.select`). Without ``sweep=NAME`` the arguments
-are a grid, run by Hydra's basic sweeper.
+again; the rest go to the launcher as one batch. The objective each job returns, and the
+per-case objective in each job's ``cases.jsonl`` (for the paired test), decide the value
+carried forward (:mod:`ragsweep.sweep.select`). Before any job, every axis is checked to
+vary one factor (:mod:`ragsweep.sweep.factors`). Without ``sweep=NAME`` the arguments are a
+grid, run by Hydra's basic sweeper.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import math
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +39,16 @@ from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError, RagsweepError
 from ragsweep.golden import load_golden
 from ragsweep.run_config import RunConfig, resolve
-from ragsweep.sweep.report import plot_objective_by_axis, print_table, summary_markdown
+from ragsweep.sweep.factors import Factors, describe, other_factors, result_values, varied
+from ragsweep.sweep.paired import CaseValues, Unpaired, read_case_values
+from ragsweep.sweep.report import (
+    plot_objective_by_axis,
+    print_table,
+    runner_up_text,
+    summary_markdown,
+)
 from ragsweep.sweep.result import AxisResult, FinalConfig, Status, SweepResult, Trial
-from ragsweep.sweep.select import NoObjectiveError, choose, reference_index
+from ragsweep.sweep.select import AxisDecision, Candidate, NoObjectiveError, decide
 from ragsweep.sweep.spec import (
     Axis,
     Point,
@@ -56,13 +65,15 @@ _ABSENT = object()
 
 @dataclass(frozen=True)
 class Composed:
-    """A job's config as the launcher will compose it: validated and hashed, or ``error``."""
+    """A job's config as the launcher will compose it: validated and hashed, or ``error``.
+    ``values``: its result-affecting values by key (:func:`factors.result_values`)."""
 
     lines: tuple[str, ...]
     resolved: dict[str, Any] | None = None
     config_hash: str | None = None
     choices: Mapping[str, str] | None = None
     error: str | None = None
+    values: Mapping[str, Any] | None = None
 
     def value_of(self, key: str) -> str:
         """``key``'s current value as override text (a config group's chosen option)."""
@@ -78,12 +89,14 @@ class Composed:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """A configuration with a known objective; ``status`` says where it came from."""
+    """A configuration with a known objective; ``status`` says where it came from;
+    ``run_dir``: the job's output directory (None for a run logged before a resume)."""
 
     objective: float
     run_id: str | None
     n: int | None
     status: Status
+    run_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,7 @@ class _State:
     failed: dict[str, str]
     axes: list[AxisResult]
     next_job: int = 0
+    cases: dict[str, CaseValues | Unpaired] = field(default_factory=dict)
 
     def seen(self, config_hash: str | None) -> bool:
         """True once the configuration has run in this sweep (or before a resume)."""
@@ -210,10 +224,11 @@ class _SweepRun:
             with read_write(task), open_dict(task):
                 del task["hydra"]
             resolved = plain_config(task)
-            config_hash = resolve(resolved).config_hash
+            run = resolve(resolved)
+            values = result_values(run)
         except (RagsweepError, HydraException, OmegaConfBaseException) as exc:
             return Composed(lines, error=_first_line(exc))
-        return Composed(lines, resolved, config_hash, choices)
+        return Composed(lines, resolved, run.config_hash, choices, values=values)
 
     def _check_axes(self, baseline: Composed) -> None:
         """Fail before any job on an axis key or group option that does not exist."""
@@ -234,6 +249,50 @@ class _SweepRun:
                         f"(options: {', '.join(options)})"
                     )
 
+    # -- one factor per axis -----------------------------------------------------------------
+
+    def _check_factors(self, baseline: Composed) -> dict[int, Factors]:
+        """Before any job: stop when an axis' values, composed on the baseline, change
+        result-affecting values other than the axis' own, unless the axis allows it. Returns
+        the other factors of the axes that allow them, by axis number."""
+        allowed: dict[int, Factors] = {}
+        refused: list[str] = []
+        for number, axis in enumerate(self.spec.axes, start=1):
+            points = axis.points()
+            composed = [self.compose({**self.fixed, **p.lines}) for p in points]
+            found = self._other_factors(axis, baseline, points, composed)
+            if found and axis.allow_multi_factor:
+                allowed[number] = found
+                self._print_factors(number, axis, found)
+            elif found:
+                refused.append(_factors_text(number, axis, found))
+        if refused:
+            raise SweepFileError(f"{self.spec.path}: " + "\n".join(refused) + _FACTORS_HINT)
+        return allowed
+
+    def _other_factors(
+        self, axis: Axis, start: Composed, points: Sequence[Point], composed: Sequence[Composed]
+    ) -> Factors:
+        """What the axis' valid configurations (and the start, which competes when its value
+        is not listed) differ in besides the axis' own values."""
+        configs = [(p.label, c.values) for p, c in zip(points, composed, strict=True) if c.values]
+        start_label = self._start_point(axis, start).label
+        if start.values and all(start_label != p.label for p in points):
+            configs.insert(0, (start_label, start.values))
+        groups = [key for key in axis.keys if start.choices and key in start.choices]
+        return other_factors(axis, varied(configs), groups)
+
+    def _print_factors(self, number: int, axis: Axis, found: Factors) -> None:
+        self.console.print(
+            f"axis {number}/{len(self.spec.axes)} {axis.label} (allow_multi_factor) also "
+            "changes:\n" + "\n".join(f"  {escape(line)}" for line in describe(found))
+        )
+
+    @staticmethod
+    def _start_point(axis: Axis, start: Composed) -> Point:
+        """The start configuration's own values of the axis keys, as a point of the axis."""
+        return Point(tuple((key, start.value_of(key)) for key in axis.keys))
+
     # -- the sweep ------------------------------------------------------------------------
 
     def run(self) -> SweepResult:
@@ -245,7 +304,8 @@ class _SweepRun:
                 f"{self.spec.path}: the baseline config is invalid: {baseline.error}"
             )
         self._check_axes(baseline)
-        self._open_runs(baseline)
+        multi_factor = self._check_factors(baseline)
+        self._open_runs(baseline, multi_factor)
         current = _Current(dict(self.fixed), baseline)
         try:
             for number, axis in enumerate(self.spec.axes, start=1):
@@ -260,7 +320,8 @@ class _SweepRun:
             raise
         return self._conclude(final, "FINISHED")
 
-    def _open_runs(self, baseline: Composed) -> None:
+    def _open_runs(self, baseline: Composed, multi_factor: Mapping[int, Factors]) -> None:
+        """Open (or resume) the parent run; tag it with the axes that vary several factors."""
         assert baseline.resolved is not None and baseline.config_hash is not None
         run_cfg = RunConfig.from_container(baseline.resolved)
         if not run_cfg.tracking.enabled:
@@ -272,6 +333,8 @@ class _SweepRun:
         golden = load_golden(run_cfg.golden, corpus)
         digest = sweep_digest(self.spec, baseline.config_hash, corpus.content_hash(), golden.digest)
         self.runs = SweepRuns.open(run_cfg.tracking, self.spec, digest, self.owner.resume)
+        if multi_factor:
+            self.runs.tag_parent(tag.SWEEP_MULTI_FACTOR, _factors_tag(self.spec, multi_factor))
         if not self.runs.resumed:
             self.console.print(f"sweep {self.spec.name}: parent run {self.runs.parent_id}")
             return
@@ -293,6 +356,7 @@ class _SweepRun:
             self.compose(current.with_point(p), self._tracking_lines(number, axis, p))
             for p in points
         ]
+        factors = self._axis_factors(number, axis, incumbent, points, composed)
         start = self._unevaluated_start(number, axis, current, composed)
         launched = self._launch_new(
             number, axis, [*points, *(p for p, _ in start)], [*composed, *(c for _, c in start)]
@@ -304,22 +368,74 @@ class _SweepRun:
         carried = self._carried_incumbent(axis, incumbent, composed, launched)
         if carried is not None:
             trials.insert(0, carried)
-        objectives = [t.objective for t in trials]
+        result = self._decide(number, axis, trials, factors)
+        self.state.axes.append(result)
+        self._report_axis(result)
+        assert result.chosen is not None
+        if trials[result.chosen].incumbent:
+            return current
+        index = result.chosen - (carried is not None)
+        return _Current(current.with_point(points[index]), composed[index])
+
+    def _axis_factors(
+        self,
+        number: int,
+        axis: Axis,
+        start: Composed,
+        points: Sequence[Point],
+        composed: Sequence[Composed],
+    ) -> Factors:
+        """The axis' other factors on top of the values chosen so far (checked before the
+        sweep on the baseline; an interpolated value can depend on an earlier choice)."""
+        found = self._other_factors(axis, start, points, composed)
+        if found and not axis.allow_multi_factor:
+            raise SweepFileError(
+                f"{self.spec.path}: on top of the values chosen so far, "
+                + _factors_text(number, axis, found)
+                + _FACTORS_HINT
+            )
+        return found
+
+    def _decide(
+        self, number: int, axis: Axis, trials: Sequence[Trial], factors: Factors
+    ) -> AxisResult:
+        """Choose the axis' value and compare every other value with it, case by case."""
+        candidates = [self._candidate(t) for t in trials]
         incumbent_at = next((i for i, t in enumerate(trials) if t.incumbent), None)
         try:
-            reference = reference_index(objectives, incumbent_at)
+            decision = decide(candidates, incumbent_at, self.spec.settings)
         except NoObjectiveError:
-            self.state.axes.append(AxisResult(axis, tuple(trials), None))
+            self.state.axes.append(AxisResult(axis, tuple(trials), None, other_factors=factors))
             raise NoObjectiveError(
                 f"axis {number} ({axis.label}): every value failed or was invalid"
             ) from None
-        chosen = choose(objectives, reference, self.spec.measure, self.spec.min_improvement)
-        self.state.axes.append(AxisResult(axis, tuple(trials), chosen))
-        self._report_axis(trials, chosen)
-        if trials[chosen].incumbent:
-            return current
-        index = chosen - (carried is not None)
-        return _Current(current.with_point(points[index]), composed[index])
+        return AxisResult(
+            axis,
+            tuple(
+                _with_decision(t, c, decision, i)
+                for i, (t, c) in enumerate(zip(trials, candidates, strict=True))
+            ),
+            decision.chosen,
+            decision.reference,
+            decision.runner_up,
+            decision.distinguishable,
+            factors,
+        )
+
+    def _candidate(self, trial: Trial) -> Candidate:
+        if trial.objective is None or trial.config_hash is None:
+            return Candidate(None, trial.config_hash, None)
+        return Candidate(trial.objective, trial.config_hash, self._case_values(trial.config_hash))
+
+    def _case_values(self, config_hash: str) -> CaseValues | Unpaired:
+        """The per-case objective of an evaluated configuration (read once per sweep)."""
+        if config_hash not in self.state.cases:
+            known = self.state.evaluated[config_hash]
+            client = self.runs.client if self.runs is not None else None
+            self.state.cases[config_hash] = read_case_values(
+                self.spec.objective, known.run_dir, known.run_id, client
+            )
+        return self.state.cases[config_hash]
 
     def _unevaluated_start(
         self, number: int, axis: Axis, current: _Current, composed: Sequence[Composed]
@@ -332,7 +448,7 @@ class _SweepRun:
             c.config_hash == start.config_hash for c in composed
         ):
             return []
-        point = Point(tuple((key, start.value_of(key)) for key in axis.keys))
+        point = self._start_point(axis, start)
         # The start's own overrides plus this axis's child-run tags: the same config hash.
         composed_start = self.compose(current.overrides, self._tracking_lines(number, axis, point))
         if composed_start.config_hash != start.config_hash:
@@ -353,8 +469,7 @@ class _SweepRun:
             return None
         if not self.state.seen(incumbent.config_hash):
             return None  # a failed start (launched on this axis) is shown as failed
-        point = Point(tuple((key, incumbent.value_of(key)) for key in axis.keys))
-        return self._trial(point, incumbent, True, launched)
+        return self._trial(self._start_point(axis, incumbent), incumbent, True, launched)
 
     def _trial(
         self, point: Point, composed: Composed, incumbent: bool, launched: set[str]
@@ -413,6 +528,7 @@ class _SweepRun:
                 child.run_id if child else None,
                 child.n if child else None,
                 "new",
+                _job_dir(ret),
             )
         return set(todo)
 
@@ -452,9 +568,7 @@ class _SweepRun:
             return
         from ragsweep.sweep.runs import child_tags
 
-        job_dir = self.sweep_dir / f"failed-{(composed.config_hash or 'job')[:12]}"
-        if ret.hydra_cfg is not None:
-            job_dir = Path(str(ret.hydra_cfg.hydra.runtime.output_dir))
+        job_dir = _job_dir(ret) or self.sweep_dir / f"failed-{(composed.config_hash or 'job')[:12]}"
         self.runs.record_failure(
             run_name=f"FAILED {axis.label}={point.label}",
             params=flatten(composed.resolved),
@@ -467,7 +581,8 @@ class _SweepRun:
             launched_ms=launched_ms,
         )
 
-    def _report_axis(self, trials: Sequence[Trial], chosen: int) -> None:
+    def _report_axis(self, result: AxisResult) -> None:
+        trials = result.trials
         skipped = [
             f"{t.point.label} ({t.status})"
             for t in trials
@@ -480,10 +595,12 @@ class _SweepRun:
                 self.console.print(
                     f"  [yellow]invalid[/yellow] {escape(t.point.label)}: {escape(t.error or '')}"
                 )
-        best = trials[chosen]
+        best = result.best
+        assert best is not None and best.objective is not None
         chosen_lines = " ".join(best.point.lines.values())
         self.console.print(
             f"  chosen {escape(chosen_lines)} ({self.spec.objective}={best.objective:.4f})"
+            + escape(runner_up_text(result, self.spec.alpha))
         )
 
     # -- the end ------------------------------------------------------------------------------
@@ -518,6 +635,46 @@ class _SweepRun:
             self.runs.finish(result, files, status)
         print_table(result, self.console)
         return result
+
+
+_FACTORS_HINT = (
+    "\nHold the other values in the baseline and sweep one key (e.g. chunking.mode with "
+    "baseline chunking.size and chunking.overlap), or compare the values as they are with "
+    "the long form {values: {key: [values]}, allow_multi_factor: true} (docs/sweeps.md)"
+)
+
+
+def _factors_text(number: int, axis: Axis, found: Factors) -> str:
+    """The error lines for an axis whose values change other factors too."""
+    lines = "".join(f"\n    {line}" for line in describe(found))
+    keys = ", ".join(found)
+    return (
+        f"axis {number} ({axis.label}) is not one factor: its values also differ in {keys}:{lines}"
+    )
+
+
+def _factors_tag(spec: SweepSpec, multi_factor: Mapping[int, Factors]) -> str:
+    """The parent run's tag value: per multi-factor axis, the other keys it changes."""
+    return "; ".join(
+        f"axis {number} ({spec.axes[number - 1].label}): {', '.join(found)}"
+        for number, found in multi_factor.items()
+    )
+
+
+def _with_decision(trial: Trial, candidate: Candidate, decision: AxisDecision, index: int) -> Trial:
+    """``trial`` with its comparison to the chosen value, and ``n`` from its cases when the
+    store did not give it."""
+    n = trial.n
+    if n is None and isinstance(candidate.cases, CaseValues):
+        n = len(candidate.cases.by_case)
+    return replace(trial, paired=decision.paired[index], n=n)
+
+
+def _job_dir(ret: JobReturn) -> Path | None:
+    """The job's output directory (where its run wrote ``cases.jsonl``), if known."""
+    if ret.hydra_cfg is None:
+        return None
+    return Path(str(ret.hydra_cfg.hydra.runtime.output_dir))
 
 
 def _status(known: Evaluation, config_hash: str, launched: set[str]) -> Status:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsweep.errors import RagsweepError
+from ragsweep.evaluate import CASES_FILE
 
 FIELDS = ("faithfulness", "relevance", "refusal")
 
@@ -102,7 +103,7 @@ def _count(result: Agreement, name: str, same: bool) -> None:
 
 def load_judged(run: Path) -> dict[str, dict[str, Any]]:
     """Case id → ``judge`` record from a run directory or its ``cases.jsonl``."""
-    path = run / "cases.jsonl" if run.is_dir() else run
+    path = run / CASES_FILE if run.is_dir() else run
     judged: dict[str, dict[str, Any]] = {}
     for line_no, row in _jsonl(path):
         record = row.get("judge")

@@ -21,9 +21,9 @@ from ragsweep.config import EvalConfig, from_mapping
 from ragsweep.evaluate import CaseResult, RetrievedChunk, summarize
 from ragsweep.measures import HIT, Measure
 from ragsweep.release.errors import ComparisonError
-from ragsweep.release.stats import PairedTest, paired_randomization_test
 from ragsweep.release.store import LoggedRun, RunStore
 from ragsweep.report import markdown_table, metric_columns
+from ragsweep.stats import PairedTest, paired_randomization_test
 
 # What must match for two runs' per-case hits to mean the same thing: the same questions and
 # labels, the same documents, and the same relevance rule.

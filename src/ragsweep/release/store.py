@@ -8,7 +8,6 @@ project's ``tracking`` config), never one named inside an old run's config.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -20,7 +19,7 @@ import yaml
 from ragsweep import tags as tag
 from ragsweep.appconfig import compose, plain_config
 from ragsweep.config import TrackingConfig, from_mapping
-from ragsweep.evaluate import CaseResult
+from ragsweep.evaluate import CASES_FILE, CaseResult, cases_from_jsonl
 from ragsweep.release.errors import RunLookupError
 from ragsweep.tracking import tracking_uri
 
@@ -106,18 +105,11 @@ class RunStore:
 
     def cases(self, run_id: str) -> tuple[CaseResult, ...]:
         """The run's per-case results from its ``cases.jsonl`` artifact, in file order."""
-        text = self._artifact_text(run_id, "cases.jsonl")
-        cases = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                cases.append(CaseResult.from_json(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise RunLookupError(
-                    f"cases.jsonl of run {run_id}, line {number}: not a case result ({exc!r})"
-                ) from exc
-        return tuple(cases)
+        text = self._artifact_text(run_id, CASES_FILE)
+        try:
+            return cases_from_jsonl(text, f"{CASES_FILE} of run {run_id}")
+        except ValueError as exc:
+            raise RunLookupError(str(exc)) from exc
 
     def search(self, filter_string: str, limit: int | None = None) -> list[LoggedRun]:
         """Runs of every experiment (deleted ones included) matching ``filter_string``,

@@ -1,56 +1,120 @@
-"""End-of-sweep outputs: the one-screen terminal table, its Markdown twin and the plot of
-the objective per axis value."""
+"""End-of-sweep outputs: the one-screen terminal table (readable at 80 columns), its
+Markdown twin and the plot of the objective per axis value.
+
+Per axis, a header row with the axis, then one row per value: the objective (``mean`` over
+the answerable cases), and against the chosen value on the same cases the paired difference
+Δ (value − chosen, objective units), its bootstrap interval and the paired test's p-value.
+A chosen value not distinguishable from the runner-up (p ≥ alpha) is marked ``✓*``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from ragsweep.report import markdown_table
+from ragsweep.sweep.factors import describe
+from ragsweep.sweep.paired import INTERVAL_LEVEL, PairedDifference, Unpaired
 from ragsweep.sweep.result import AxisResult, SweepResult, Trial
 
-COLUMNS = ("axis", "value", "objective", "n", "chosen", "note")
+COLUMNS = ("value", "mean", "Δ", f"{INTERVAL_LEVEL:.0%} interval", "p", "note")
+RIGHT = ("mean", "Δ", "p")
+CHOSEN = "✓"
+UNDISTINGUISHED = "✓*"
 
 
-def _objective_cell(trial: Trial) -> str:
-    return "-" if trial.objective is None else f"{trial.objective:.4f}"
+def p_text(p: float) -> str:
+    """A p-value as shown: three decimals, ``<0.001`` below that."""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _paired_cells(trial: Trial) -> list[str]:
+    """Δ, interval and p of ``trial`` against the chosen value ("n/a": no paired values)."""
+    paired = trial.paired
+    if isinstance(paired, PairedDifference):
+        low, high = paired.interval.low, paired.interval.high
+        return [f"{paired.delta:+.3f}", f"[{low:+.3f}, {high:+.3f}]", p_text(paired.p_value)]
+    if isinstance(paired, Unpaired):
+        return ["n/a", "n/a", "n/a"]
+    return ["", "", ""]
 
 
 def _note(trial: Trial) -> str:
-    parts: list[str] = [trial.status]
-    if trial.incumbent:
-        parts.append("start")
-    if trial.error:
-        first_line = trial.error.strip().splitlines()[0] if trial.error.strip() else ""
-        parts.append(first_line[:70])
-    return ", ".join(parts)
+    """The status, and ``start`` for the configuration the axis started from (errors are
+    listed below the table)."""
+    return f"{trial.status}, start" if trial.incumbent else trial.status
+
+
+def _value(axis_result: AxisResult, index: int) -> str:
+    """The value's label behind its mark: ``✓`` chosen, ``✓*`` chosen but not
+    distinguishable from the runner-up."""
+    mark = ""
+    if index == axis_result.chosen:
+        mark = UNDISTINGUISHED if axis_result.distinguishable is False else CHOSEN
+    return f"{mark:>2} {axis_result.trials[index].point.label}"
 
 
 def table_rows(result: SweepResult) -> list[list[list[str]]]:
-    """Per axis, the rows ``[axis, value, objective, n, chosen, note]`` in trial order."""
+    """Per axis, a header row (the axis) then the rows ``[value, mean, Δ, interval, p,
+    note]`` in trial order."""
     sections = []
-    for axis_result in result.axes:
-        rows = []
+    for number, axis_result in enumerate(result.axes, start=1):
+        multi = " (multi-factor)" if axis_result.other_factors else ""
+        rows = [[f"{number}. {axis_result.axis.label}{multi}", *[""] * (len(COLUMNS) - 1)]]
         for index, trial in enumerate(axis_result.trials):
+            objective = "-" if trial.objective is None else f"{trial.objective:.4f}"
             rows.append(
-                [
-                    axis_result.axis.label if index == 0 else "",
-                    trial.point.label,
-                    _objective_cell(trial),
-                    "-" if trial.n is None else str(trial.n),
-                    "✓" if index == axis_result.chosen else "",
-                    _note(trial),
-                ]
+                [_value(axis_result, index), objective, *_paired_cells(trial), _note(trial)]
             )
         sections.append(rows)
     return sections
 
 
+def runner_up_text(axis_result: AxisResult, alpha: float) -> str:
+    """``; runner-up 800: Δ -0.030 [-0.071, +0.010], p = 0.250, not distinguishable at
+    alpha 0.05`` (empty without a runner-up)."""
+    if axis_result.runner_up is None:
+        return ""
+    trial = axis_result.trials[axis_result.runner_up]
+    paired = trial.paired
+    if not isinstance(paired, PairedDifference):
+        reason = paired.reason if isinstance(paired, Unpaired) else "no paired values"
+        return f"; runner-up {trial.point.label}: no paired comparison ({reason})"
+    verdict = "distinguishable" if axis_result.distinguishable else "not distinguishable"
+    return (
+        f"; runner-up {trial.point.label}: Δ {paired.delta:+.3f} "
+        f"[{paired.interval.low:+.3f}, {paired.interval.high:+.3f}], "
+        f"p = {p_text(paired.p_value)}, {verdict} at alpha {alpha:g}"
+    )
+
+
+def _title(result: SweepResult) -> list[str]:
+    spec = result.spec
+    counts = sorted({t.n for a in result.axes for t in a.trials if t.n is not None})
+    cases = ""
+    if counts:
+        span = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        cases = f", mean over {span} answerable cases"
+    return [
+        f"sweep {spec.name}: {spec.objective} ({spec.direction}){cases}",
+        f"decision {spec.decision} (min_improvement {spec.min_improvement:g}, "
+        f"alpha {spec.alpha:g}); Δ, interval, p:",
+        f"  value − chosen, paired on the same cases ({spec.resamples} resamples, "
+        f"seed {spec.seed})",
+    ]
+
+
 def _footer(result: SweepResult) -> list[str]:
-    lines = []
+    lines = _undistinguished_lines(result) + _error_lines(result) + _unpaired_lines(result)
+    for number, axis_result in enumerate(result.axes, start=1):
+        if axis_result.other_factors:
+            lines.append(f"axis {number} ({axis_result.axis.label}) also changes (allowed):")
+            lines += [f"  {line}" for line in describe(axis_result.other_factors)]
     if result.final is not None:
         lines.append(f"final {result.spec.objective} = {result.final.objective:.4f}")
         lines.append("reproduce: ragsweep " + " ".join(result.final.overrides))
@@ -67,26 +131,55 @@ def _footer(result: SweepResult) -> list[str]:
     return lines
 
 
+def _undistinguished_lines(result: SweepResult) -> list[str]:
+    labels = [a.axis.label for a in result.axes if a.distinguishable is False]
+    if not labels:
+        return []
+    return [
+        f"{UNDISTINGUISHED} not distinguishable from the runner-up (p >= "
+        f"{result.spec.alpha:g}): {', '.join(labels)}"
+    ]
+
+
+def _error_lines(result: SweepResult) -> list[str]:
+    return [
+        f"{t.status} {a.axis.label}={t.point.label}: {_first_line(t.error)}"
+        for a in result.axes
+        for t in a.trials
+        if t.error
+    ]
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _unpaired_lines(result: SweepResult) -> list[str]:
+    unpaired = [t.paired for a in result.axes for t in a.trials if isinstance(t.paired, Unpaired)]
+    if not unpaired:
+        return []
+    return [f"n/a: no paired comparison for {len(unpaired)} value(s), e.g. {unpaired[0].reason}"]
+
+
 def print_table(result: SweepResult, console: Console) -> None:
-    """The one-screen end-of-sweep table (axis, value, objective, n, chosen, note)."""
-    spec = result.spec
-    table = Table(
-        title=f"sweep {spec.name}: {spec.objective} ({spec.direction}, "
-        f"min_improvement {spec.min_improvement:g})",
-        title_justify="left",
-    )
+    """The one-screen end-of-sweep table (module docstring), its title and footer lines."""
+    for line in _title(result):
+        console.print(line, markup=False)
+    # One space of padding left of each column but the first, plus the box's blank column
+    # rule: columns two spaces apart, so the demo sweep's table is 77 characters wide.
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), pad_edge=False, show_edge=False)
     for name in COLUMNS:
-        table.add_column(name, justify="right" if name in ("objective", "n") else "left")
+        table.add_column(name, justify="right" if name in RIGHT else "left")
     for rows in table_rows(result):
         for index, row in enumerate(rows):
             table.add_row(*row, end_section=index == len(rows) - 1)
     console.print(table)
     for line in _footer(result):
-        console.print(f"  {line}")
+        console.print(f"  {line}", markup=False)
 
 
 def summary_markdown(result: SweepResult) -> str:
-    """``sweep_summary.md``: the terminal table as Markdown, with the footer lines."""
+    """``sweep_summary.md``: the terminal table as Markdown, with the title and footer."""
     cells = [
         [cell.replace("|", "\\|") for cell in row] for rows in table_rows(result) for row in rows
     ]
@@ -94,6 +187,8 @@ def summary_markdown(result: SweepResult) -> str:
         f"# Sweep {result.spec.name}",
         "",
         result.spec.description,
+        "",
+        *_title(result),
         "",
         markdown_table(COLUMNS, cells),
         "",
@@ -130,7 +225,7 @@ def plot_objective_by_axis(result: SweepResult, path: Path) -> Path:
 
 
 def _bars(panel: Any, axis_result: AxisResult) -> None:
-    trials = axis_result.trials
+    trials: Sequence[Trial] = axis_result.trials
     positions = range(len(trials))
     heights = [t.objective or 0.0 for t in trials]
     colors = ["tab:orange" if i == axis_result.chosen else "tab:blue" for i in positions]

@@ -6,12 +6,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
+from ragsweep.sweep.factors import Factors
+from ragsweep.sweep.paired import Paired
 from ragsweep.sweep.spec import Axis, Point, SweepSpec
 
 # new: launched now and succeeded; reused: same config evaluated earlier in this sweep;
@@ -23,7 +25,9 @@ STATUSES: tuple[Status, ...] = ("new", "reused", "resumed", "failed", "invalid")
 
 @dataclass(frozen=True)
 class Trial:
-    """One value of an axis and its outcome. ``n`` is the number of scored questions."""
+    """One value of an axis and its outcome. ``n`` is the number of scored questions;
+    ``paired`` compares it with the axis' chosen value on the same cases (None for the
+    chosen value itself and for values without an objective)."""
 
     point: Point
     status: Status
@@ -33,6 +37,7 @@ class Trial:
     n: int | None = None
     error: str | None = None
     incumbent: bool = False
+    paired: Paired | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +50,7 @@ class Trial:
             "run_id": self.run_id,
             "error": self.error,
             "incumbent": self.incumbent,
+            "vs_chosen": None if self.paired is None else self.paired.to_dict(),
         }
 
 
@@ -52,23 +58,41 @@ class Trial:
 class AxisResult:
     """The trials of one axis (file order; an incumbent outside the list comes first).
 
-    ``chosen`` indexes ``trials``; it is None when no value of the axis had an objective.
+    ``chosen``, ``reference`` (the value to beat) and ``runner_up`` (the best other
+    configuration) index ``trials``; ``chosen`` is None when no value of the axis had an
+    objective. ``distinguishable``: whether the paired test of the runner-up against the
+    chosen value rejected at the sweep's alpha (None: no runner-up or no paired values).
+    ``other_factors``: result-affecting values besides its own that the axis changed
+    (only for an axis with ``allow_multi_factor``; see :mod:`ragsweep.sweep.factors`).
     """
 
     axis: Axis
     trials: tuple[Trial, ...]
     chosen: int | None
+    reference: int | None = None
+    runner_up: int | None = None
+    distinguishable: bool | None = None
+    other_factors: Factors = field(default_factory=dict)
 
     @property
     def best(self) -> Trial | None:
         return None if self.chosen is None else self.trials[self.chosen]
 
+    def label(self, index: int | None) -> str | None:
+        """The value label of trial ``index`` (None for None)."""
+        return None if index is None else self.trials[index].point.label
+
     def to_dict(self) -> dict[str, Any]:
         best = self.best
         return {
             "axis": self.axis.label,
-            "chosen": None if best is None else best.point.label,
+            "chosen": self.label(self.chosen),
             "objective": None if best is None else best.objective,
+            "reference": self.label(self.reference),
+            "runner_up": self.label(self.runner_up),
+            "distinguishable": self.distinguishable,
+            "allow_multi_factor": self.axis.allow_multi_factor,
+            "other_factors": self.other_factors,
             "trials": [t.to_dict() for t in self.trials],
         }
 
@@ -123,6 +147,10 @@ class SweepResult:
             "objective": self.spec.objective,
             "direction": self.spec.direction,
             "min_improvement": self.spec.min_improvement,
+            "decision": self.spec.decision,
+            "alpha": self.spec.alpha,
+            "resamples": self.spec.resamples,
+            "seed": self.spec.seed,
             "parent_run_id": self.parent_run_id,
             "complete": self.final is not None,
             "chosen": {t["axis"]: t["chosen"] for t in self.trail},

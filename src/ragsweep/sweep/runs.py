@@ -272,6 +272,9 @@ class SweepRuns:
         self.client.log_artifact(run_id, str(artifacts_dir / "error.txt"))
         self.client.set_terminated(run_id, status="FAILED")
 
+    def tag_parent(self, key: str, value: str) -> None:
+        self.client.set_tag(self.parent_id, key, value[:MAX_TAG_VALUE])
+
     def mark_best(self, run_id: str) -> None:
         self.client.set_tag(run_id, tag.BEST, "true")
         self.client.set_tag(self.parent_id, tag.BEST_RUN_ID, run_id)

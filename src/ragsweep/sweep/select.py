@@ -1,25 +1,116 @@
-"""How an axis' value is chosen: pure functions over the objectives of its points.
+"""How an axis' value is chosen: pure functions over the objectives and per-case values of
+its points.
 
 The value to beat (the *reference*) is the incumbent, i.e. the best configuration carried
 forward from the previous axes (for the first axis: the baseline), when it has an objective;
-otherwise the first value in file order that has one. A challenger replaces the reference
-only if it beats it by more than ``min_improvement``; among such challengers the best wins,
-and an exact tie goes to the one listed first.
+otherwise the first value in file order that has one. A challenger may replace the reference
+only if it beats it by more than ``min_improvement`` and the sweep's *decision rule*
+(:data:`DECISIONS`, the sweep file's ``decision``) admits it; among admitted challengers the
+best wins, and an exact tie goes to the one listed first.
+
+- ``best``: every challenger that beats the reference by more than ``min_improvement``.
+- ``significant``: only if, in addition, the paired randomization test of challenger minus
+  reference on the same cases rejects "no difference" at ``alpha`` (two-sided); a challenger
+  whose per-case values are unavailable is not admitted.
+
+Once chosen, every other value is compared with the chosen one on the same cases. The
+*runner-up* is the best other configuration; a decision is *distinguishable* when the paired
+test of the runner-up against the chosen value rejects at ``alpha``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
 
 from ragsweep.errors import RagsweepError
 from ragsweep.measures import Measure
+from ragsweep.registry import Registry
+from ragsweep.sweep.paired import CaseValues, Paired, PairedDifference, Unpaired, paired_difference
 
 # Objectives are means of per-question scores: differences below this are float noise.
 TOLERANCE = 1e-9
 
+BEST = "best"
+SIGNIFICANT = "significant"
+DEFAULT_ALPHA = 0.05
+DEFAULT_RESAMPLES = 10_000
+
 
 class NoObjectiveError(RagsweepError):
     """Every value of an axis failed or was invalid, so there is nothing to choose."""
+
+
+@dataclass(frozen=True)
+class DecisionRule:
+    """A way of choosing. ``admits(paired, alpha)`` says whether a challenger that beats the
+    reference by more than ``min_improvement`` may replace it, given its paired comparison
+    with the reference (None when the rule does not ``use_paired``)."""
+
+    summary: str
+    use_paired: bool
+    admits: Callable[[Paired | None, float], bool]
+
+
+def _significant(paired: Paired | None, alpha: float) -> bool:
+    return isinstance(paired, PairedDifference) and paired.p_value < alpha
+
+
+DECISIONS: Registry[DecisionRule] = Registry("sweep.decision")
+DECISIONS.add(
+    BEST,
+    DecisionRule(
+        "the best value if it beats the current one by more than min_improvement",
+        use_paired=False,
+        admits=lambda paired, alpha: True,
+    ),
+)
+DECISIONS.add(
+    SIGNIFICANT,
+    DecisionRule(
+        "as best, and only when the paired test against the current one rejects at alpha",
+        use_paired=True,
+        admits=_significant,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class DecisionSettings:
+    """The sweep file's choice settings: ``min_improvement`` absolute, in the objective's
+    units; ``alpha`` the two-sided significance level of the paired test; ``resamples`` and
+    ``seed`` of the paired test and the bootstrap interval."""
+
+    measure: Measure
+    decision: str = BEST
+    min_improvement: float = 0.0
+    alpha: float = DEFAULT_ALPHA
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What a decision sees of one value of an axis: its objective (None: failed or
+    invalid), its config hash and its per-case objective values (or why there are none)."""
+
+    objective: float | None
+    config_hash: str | None
+    cases: CaseValues | Unpaired | None
+
+
+@dataclass(frozen=True)
+class AxisDecision:
+    """The outcome of :func:`decide`, by index into the candidates. ``paired[i]`` compares
+    candidate i with the chosen one (None for the chosen one and for candidates without an
+    objective); ``distinguishable`` is None without a runner-up or its paired test."""
+
+    chosen: int
+    reference: int
+    paired: tuple[Paired | None, ...]
+    runner_up: int | None
+    distinguishable: bool | None
 
 
 def reference_index(objectives: Sequence[float | None], incumbent: int | None) -> int:
@@ -37,9 +128,11 @@ def choose(
     reference: int,
     measure: Measure,
     min_improvement: float,
+    admits: Callable[[int], bool] = lambda index: True,
 ) -> int:
     """Index of the chosen value: the reference unless a challenger wins by more than
-    ``min_improvement`` (absolute, in the objective's units) in ``measure``'s direction."""
+    ``min_improvement`` (absolute, in the objective's units) in ``measure``'s direction and
+    ``admits(index)``; among such challengers the best, the first listed on a tie."""
     gain = measure.gain
     reference_value = objectives[reference]
     if reference_value is None:
@@ -49,6 +142,64 @@ def choose(
         if value is None or index == reference:
             continue
         wins = gain(value, reference_value) > min_improvement + TOLERANCE
-        if wins and gain(value, best_value) > TOLERANCE:
+        if wins and gain(value, best_value) > TOLERANCE and admits(index):
             best, best_value = index, value
+    return best
+
+
+def decide(
+    candidates: Sequence[Candidate], incumbent: int | None, settings: DecisionSettings
+) -> AxisDecision:
+    """Choose among ``candidates`` (``incumbent``: the index of the axis' start, if among
+    them) and compare every other candidate with the chosen one (module docstring)."""
+    objectives = [c.objective for c in candidates]
+    reference = reference_index(objectives, incumbent)
+    rule = DECISIONS.get(settings.decision)
+    compare = _comparer(candidates, settings)
+
+    def admits(index: int) -> bool:
+        return rule.admits(compare(index, reference) if rule.use_paired else None, settings.alpha)
+
+    chosen = choose(objectives, reference, settings.measure, settings.min_improvement, admits)
+    paired = tuple(
+        None if c.objective is None or i == chosen else compare(i, chosen)
+        for i, c in enumerate(candidates)
+    )
+    runner_up = _runner_up(candidates, chosen, settings.measure)
+    distinguishable = None
+    if runner_up is not None and isinstance(paired[runner_up], PairedDifference):
+        distinguishable = _significant(paired[runner_up], settings.alpha)
+    return AxisDecision(chosen, reference, paired, runner_up, distinguishable)
+
+
+def _comparer(
+    candidates: Sequence[Candidate], settings: DecisionSettings
+) -> Callable[[int, int], Paired]:
+    """``compare(i, j)``: candidate i minus candidate j on the same cases (memoized)."""
+
+    @cache
+    def compare(index: int, against: int) -> Paired:
+        mine, theirs = candidates[index].cases, candidates[against].cases
+        for values in (mine, theirs):
+            if isinstance(values, Unpaired):
+                return values
+            if values is None:
+                return Unpaired("no objective")
+        assert isinstance(mine, CaseValues) and isinstance(theirs, CaseValues)
+        return paired_difference(mine, theirs, settings.resamples, settings.seed)
+
+    return compare
+
+
+def _runner_up(candidates: Sequence[Candidate], chosen: int, measure: Measure) -> int | None:
+    """The best candidate with an objective and another configuration than the chosen one
+    (the first listed on a tie)."""
+    best: int | None = None
+    for index, candidate in enumerate(candidates):
+        value = candidate.objective
+        if value is None or candidate.config_hash == candidates[chosen].config_hash:
+            continue
+        best_value = None if best is None else candidates[best].objective
+        if best_value is None or measure.gain(value, best_value) > TOLERANCE:
+            best = index
     return best

@@ -1,12 +1,14 @@
 """Sweep files (``sweeps/*.yaml``): the model, its validation and Hydra override text.
 
-A sweep file names a baseline (overrides applied to every job), an ordered list of axes
-and the objective. Each axis is a mapping ``key: [values]``; an axis with several keys
-varies them jointly (their full grid). See docs/sweeps.md for the format.
+A sweep file names a baseline (overrides applied to every job), an ordered list of axes,
+the objective and the decision rule. Each axis is a mapping ``key: [values]``, or, with
+per-axis options, ``{values: {key: [values]}, allow_multi_factor: true}``; an axis with
+several keys varies them jointly (their full grid). See docs/sweeps.md for the format.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -16,9 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from ragsweep import measures
-from ragsweep.config import SWEEPABLE_GROUPS, from_mapping, read_yaml_mapping
+from ragsweep.config import SWEEPABLE_GROUPS, check_all, from_mapping, read_yaml_mapping
 from ragsweep.errors import ConfigError
 from ragsweep.measures import Measure
+from ragsweep.sweep.select import (
+    BEST,
+    DECISIONS,
+    DEFAULT_ALPHA,
+    DEFAULT_RESAMPLES,
+    DecisionSettings,
+)
 
 DIRECTIONS = ("maximize", "minimize")
 # Baseline keys the sweeper sets itself.
@@ -84,10 +93,14 @@ class Point:
 
 @dataclass(frozen=True)
 class Axis:
-    """One step of a sweep: its keys and, per key, the values tried (as override text)."""
+    """One step of a sweep: its keys and, per key, the values tried (as override text).
+
+    ``allow_multi_factor``: the axis may change result-affecting values other than its own
+    keys (docs/sweeps.md, "One factor per axis"); they are then shown and recorded."""
 
     keys: tuple[str, ...]
     values: tuple[tuple[str, ...], ...]
+    allow_multi_factor: bool = False
 
     @property
     def label(self) -> str:
@@ -102,6 +115,18 @@ class Axis:
 
 
 @dataclass(frozen=True)
+class AxisEntry:
+    """The long form of an axis entry: its values (``key: [values]``) and its options."""
+
+    values: dict[str, Any]
+    allow_multi_factor: bool = False
+
+
+AXIS_OPTIONS = tuple(f.name for f in dataclasses.fields(AxisEntry) if f.name != "values")
+"""Per-axis options of the long form (every key of an entry but ``values``)."""
+
+
+@dataclass(frozen=True)
 class SweepFile:
     """The keys a sweep file may contain (validated with ``config.from_mapping``)."""
 
@@ -111,12 +136,18 @@ class SweepFile:
     objective: str = "recall_at_5"
     direction: str | None = None
     min_improvement: float = 0.0
+    decision: str = BEST
+    alpha: float = DEFAULT_ALPHA
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = 0
 
 
 @dataclass(frozen=True)
 class SweepSpec:
     """A validated sweep: ``min_improvement`` is absolute, in the objective's units;
-    ``direction`` is the objective measure's own (``maximize`` for higher-is-better)."""
+    ``direction`` is the objective measure's own (``maximize`` for higher-is-better);
+    ``decision`` names a rule of ``select.DECISIONS``; ``alpha`` is the two-sided level of
+    the paired test, ``resamples`` and ``seed`` those of the test and its interval."""
 
     name: str
     path: Path
@@ -126,10 +157,21 @@ class SweepSpec:
     objective: str
     direction: str
     min_improvement: float
+    decision: str = BEST
+    alpha: float = DEFAULT_ALPHA
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = 0
 
     @property
     def measure(self) -> Measure:
         return measures.parse(self.objective)
+
+    @property
+    def settings(self) -> DecisionSettings:
+        """What :func:`ragsweep.sweep.select.decide` needs of the file."""
+        return DecisionSettings(
+            self.measure, self.decision, self.min_improvement, self.alpha, self.resamples, self.seed
+        )
 
     def plan(self) -> dict[str, Any]:
         """Everything that defines what the sweep evaluates and how it chooses."""
@@ -139,6 +181,10 @@ class SweepSpec:
             "objective": self.objective,
             "direction": self.direction,
             "min_improvement": self.min_improvement,
+            "decision": self.decision,
+            "alpha": self.alpha,
+            "resamples": self.resamples,
+            "seed": self.seed,
         }
 
     def params(self) -> dict[str, str]:
@@ -149,13 +195,17 @@ class SweepSpec:
             "sweep.objective": self.objective,
             "sweep.direction": self.direction,
             "sweep.min_improvement": str(self.min_improvement),
+            "sweep.decision": self.decision,
+            "sweep.alpha": str(self.alpha),
+            "sweep.resamples": str(self.resamples),
+            "sweep.seed": str(self.seed),
         }
         params.update({f"sweep.baseline.{k.lstrip('+')}": v for k, v in self.baseline})
         for number, axis in enumerate(self.axes, start=1):
             params[f"sweep.axis.{number}"] = "; ".join(
                 f"{key}=[{', '.join(values)}]"
                 for key, values in zip(axis.keys, axis.values, strict=True)
-            )
+            ) + (" (allow_multi_factor)" if axis.allow_multi_factor else "")
         return params
 
 
@@ -207,8 +257,7 @@ def _direction(raw: SweepFile) -> str:
 
 def _build(raw: SweepFile, path: Path) -> SweepSpec:
     direction = _direction(raw)
-    if raw.min_improvement < 0:
-        raise ConfigError(f"sweep.min_improvement={raw.min_improvement} must be >= 0")
+    _check_decision(raw)
     if not raw.axes:
         raise ConfigError("sweep.axes must list at least one axis")
     return SweepSpec(
@@ -220,7 +269,23 @@ def _build(raw: SweepFile, path: Path) -> SweepSpec:
         objective=raw.objective,
         direction=direction,
         min_improvement=raw.min_improvement,
+        decision=raw.decision,
+        alpha=raw.alpha,
+        resamples=raw.resamples,
+        seed=raw.seed,
     )
+
+
+def _check_decision(raw: SweepFile) -> None:
+    """The decision rule and its settings (``decision``, ``alpha``, ``resamples``, ...)."""
+    DECISIONS.get(raw.decision)  # an unknown rule: the rules and the closest name
+    checks = (
+        (raw.min_improvement >= 0, "min_improvement", ">= 0"),
+        (0.0 < raw.alpha < 1.0, "alpha", "in (0, 1), e.g. 0.05"),
+        (raw.resamples >= 1, "resamples", ">= 1"),
+        (raw.seed >= 0, "seed", ">= 0"),
+    )
+    check_all("sweep", raw, checks)
 
 
 def _baseline_entry(key: Any, value: Any) -> tuple[str, str]:
@@ -234,8 +299,24 @@ def _baseline_entry(key: Any, value: Any) -> tuple[str, str]:
 
 
 def _axis(entry: Any, where: str) -> Axis:
+    """An axis entry: ``key: [values]`` (short form) or ``{values: {...}, <options>}``."""
     if not isinstance(entry, Mapping) or not entry:
         raise ConfigError(f"{where} must be a mapping 'key: [values]', got {entry!r}")
+    if "values" not in entry:
+        options = [key for key in entry if key in AXIS_OPTIONS]
+        if options:
+            raise ConfigError(
+                f"{where}.{options[0]}: per-axis options need the long form "
+                f"{{values: {{key: [values]}}, {options[0]}: ...}} (docs/sweeps.md)"
+            )
+        return _axis_values(entry, where, allow_multi_factor=False)
+    long = from_mapping(AxisEntry, entry, where)
+    return _axis_values(long.values, f"{where}.values", long.allow_multi_factor)
+
+
+def _axis_values(entry: Mapping[Any, Any], where: str, allow_multi_factor: bool) -> Axis:
+    if not entry:
+        raise ConfigError(f"{where} must be a mapping 'key: [values]', got {dict(entry)!r}")
     keys, values = [], []
     for key, listed in entry.items():
         _check_axis_key(str(key), where)
@@ -246,7 +327,7 @@ def _axis(entry: Any, where: str) -> Axis:
             raise ConfigError(f"{where}.{key} lists a value twice: {list(listed)}")
         keys.append(str(key))
         values.append(texts)
-    return Axis(keys=tuple(keys), values=tuple(values))
+    return Axis(keys=tuple(keys), values=tuple(values), allow_multi_factor=allow_multi_factor)
 
 
 def _check_axis_key(key: str, where: str) -> None:

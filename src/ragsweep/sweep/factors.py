@@ -1,0 +1,105 @@
+"""One factor per axis: which result-affecting config values the values of an axis change.
+
+The values of an axis are compared as composed configurations, on the result-affecting
+values only (:func:`result_values`: what the config hash is made of, spelled as config
+keys; tracking, paths, cache, run names, tags and other bookkeeping are not among them).
+A value that differs between them is the axis' own when
+
+- it is an axis key or lies under one (``chunking.size``; ``embedding.options`` for an
+  ``embedding.options`` axis), or
+- it lies under a config-group key of the axis and is the only value the group's options
+  differ in (the ``preprocess`` options differ only in ``preprocess.steps``).
+
+Anything else is another factor: the ``chunking`` options also set different sizes and
+overlaps, so ``chunking: [fixed, heading]`` varies mode, size and overlap at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from ragsweep.config import result_fields
+from ragsweep.run_config import ResolvedConfig, hashed_values
+from ragsweep.sweep.spec import Axis, override_text
+
+ABSENT = "(unset)"
+"""How a value that one configuration does not have at all is shown."""
+
+Factors = dict[str, dict[str, str]]
+"""Config key → value label (``fixed``) → that value's setting of the key, as text."""
+
+
+def result_values(resolved: ResolvedConfig) -> dict[str, Any]:
+    """Every result-affecting value of a composed config by dotted key: exactly what the
+    config hash is computed from (:func:`ragsweep.run_config.hashed_values`), with the
+    embedding spelled as the config keys a user sets (backend, model and the options in the
+    backend's identity) and the preprocessing as its steps (the synonym file's digest, which
+    the hash also covers, changes only with ``preprocess.synonyms_path``'s content)."""
+    cfg, model = resolved.cfg, resolved.model
+    hashed = hashed_values(resolved)
+    hashed["preprocess"] = result_fields(cfg.preprocess)  # the steps a user sets
+    values = _flatten({k: v for k, v in hashed.items() if k != "embedding"})
+    values["embedding.backend"] = cfg.embedding.backend
+    values["embedding.model"] = cfg.embedding.model
+    values.update(_flatten(model.options, "embedding.options."))
+    return values
+
+
+def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
+    return flat
+
+
+def varied(configs: Sequence[tuple[str, Mapping[str, Any]]]) -> Factors:
+    """The keys whose values differ between the labelled ``configs``, in key order."""
+    keys = sorted({key for _, values in configs for key in values})
+    out: Factors = {}
+    for key in keys:
+        texts = {label: _text(values.get(key, ABSENT), key in values) for label, values in configs}
+        if len(set(texts.values())) > 1:
+            out[key] = texts
+    return out
+
+
+def _text(value: Any, present: bool) -> str:
+    if not present:
+        return ABSENT
+    try:
+        return override_text(value)
+    except (TypeError, ValueError):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def other_factors(axis: Axis, differences: Factors, groups: Collection[str]) -> Factors:
+    """The ``differences`` that are not the axis' own (module docstring); ``groups``: the
+    axis keys that are config groups."""
+    own_values = [k for k in axis.keys if k not in groups]
+    rest = {
+        key: texts
+        for key, texts in differences.items()
+        if not any(key == own or key.startswith(f"{own}.") for own in own_values)
+    }
+    for group in (k for k in axis.keys if k in groups):
+        inside = [key for key in rest if key.startswith(f"{group}.")]
+        if len(inside) == 1:  # the one value the group's options stand for
+            del rest[inside[0]]
+    return rest
+
+
+def describe(factors: Factors) -> list[str]:
+    """One line per key: ``chunking.size = 800 for fixed, paragraph; 1200 for heading``."""
+    lines = []
+    for key, texts in factors.items():
+        by_value: dict[str, list[str]] = {}
+        for label, text in texts.items():
+            by_value.setdefault(text, []).append(label)
+        parts = "; ".join(f"{text} for {', '.join(labels)}" for text, labels in by_value.items())
+        lines.append(f"{key} = {parts}")
+    return lines

@@ -1,0 +1,141 @@
+"""Per-case objective values of a sweep's configurations and paired comparisons of them.
+
+Every configuration of a sweep is scored on the same golden cases (the data and metric
+definitions cannot be axes), so two of them are compared case by case: the per-case
+differences of the objective, their mean (in the objective's units), its percentile
+bootstrap interval and the two-sided paired randomization test of ``ragsweep-compare``
+(:mod:`ragsweep.stats`; with the same resamples and seed the p-value is the same).
+
+A configuration's per-case values come from the ``cases.jsonl`` its job wrote into its run
+directory, or, for a child run logged by an earlier attempt of a resumed sweep, from that
+run's MLflow artifact. When neither can be read the comparison is :class:`Unpaired`, with
+the reason.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragsweep.evaluate import CASES_FILE, CaseResult, cases_from_jsonl
+from ragsweep.stats import Interval, PairedTest, bootstrap_interval, paired_randomization_test
+
+INTERVAL_LEVEL = 0.95
+"""Coverage of the interval reported beside every paired difference."""
+
+
+@dataclass(frozen=True)
+class CaseValues:
+    """One configuration's objective per answerable case: case id → value, in file order."""
+
+    by_case: Mapping[str, float]
+
+    @classmethod
+    def from_cases(cls, cases: Iterable[CaseResult], objective: str, source: str) -> CaseValues:
+        """The ``objective`` of every scored case; ``source`` names the file in errors."""
+        values: dict[str, float] = {}
+        for case in cases:
+            if case.metrics is None:
+                continue  # unanswerable: never scored
+            if objective not in case.metrics:
+                raise ValueError(f"{source} has no per-case {objective} (case {case.id})")
+            values[case.id] = float(case.metrics[objective])
+        return cls(values)
+
+
+@dataclass(frozen=True)
+class Unpaired:
+    """A comparison that could not be made, and why."""
+
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"unavailable": self.reason}
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """A configuration minus another, case by case on the ``n`` cases both scored.
+
+    ``delta`` is the mean per-case difference (objective units; > 0 means a higher
+    objective, whatever the direction), ``interval`` its bootstrap interval and ``test`` the
+    paired randomization test of delta = 0.
+    """
+
+    n: int
+    delta: float
+    interval: Interval
+    test: PairedTest
+
+    @property
+    def p_value(self) -> float:
+        return self.test.p_value
+
+    def to_dict(self) -> dict[str, Any]:
+        """As in ``sweep_result.yaml`` (resamples and seed are the sweep's own)."""
+        return {
+            "n": self.n,
+            "delta": self.delta,
+            "interval": [self.interval.low, self.interval.high],
+            "interval_level": self.interval.level,
+            "p_value": self.test.p_value,
+            "exact": self.test.exact,
+            "sign_assignments": self.test.resamples,
+        }
+
+
+Paired = PairedDifference | Unpaired
+
+
+def paired_difference(
+    candidate: CaseValues, reference: CaseValues, resamples: int, seed: int
+) -> Paired:
+    """``candidate`` − ``reference`` per case, paired by case id in the candidate's order
+    (as ``ragsweep-compare`` pairs them, so seeded p-values agree)."""
+    only_one = set(candidate.by_case) ^ set(reference.by_case)
+    if only_one:
+        example = sorted(only_one)[0]
+        return Unpaired(f"{len(only_one)} case(s) scored in only one of them (e.g. {example!r})")
+    if not candidate.by_case:
+        return Unpaired("no answerable case was scored")
+    differences = [v - reference.by_case[case] for case, v in candidate.by_case.items()]
+    test = paired_randomization_test(differences, resamples, seed)
+    interval = bootstrap_interval(differences, resamples, seed, INTERVAL_LEVEL)
+    return PairedDifference(len(differences), test.mean_difference, interval, test)
+
+
+def read_case_values(
+    objective: str, run_dir: Path | None, run_id: str | None, client: Any | None
+) -> CaseValues | Unpaired:
+    """The per-case ``objective`` of a configuration: from ``run_dir``'s cases file when it
+    exists, else from run ``run_id``'s artifact through the MLflow ``client``."""
+    try:
+        if run_dir is not None and (run_dir / CASES_FILE).is_file():
+            path = run_dir / CASES_FILE
+            text = path.read_text(encoding="utf-8")
+            return _values(text, objective, str(path))
+        if run_id is not None and client is not None:
+            return _values(_download(client, run_id), objective, f"{CASES_FILE} of run {run_id}")
+    except (OSError, ValueError) as exc:
+        return Unpaired(str(exc))
+    where = f"in {run_dir}" if run_dir is not None else "(no run directory)"
+    return Unpaired(f"no {CASES_FILE} {where} and no logged run to read it from")
+
+
+def _values(text: str, objective: str, source: str) -> CaseValues:
+    return CaseValues.from_cases(cases_from_jsonl(text, source), objective, source)
+
+
+def _download(client: Any, run_id: str) -> str:
+    """The text of run ``run_id``'s cases artifact (an OSError when it cannot be had)."""
+    from mlflow.exceptions import MlflowException
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            local = client.download_artifacts(run_id, CASES_FILE, tmp)
+        except MlflowException as exc:
+            raise OSError(f"run {run_id} has no artifact {CASES_FILE} ({exc})") from exc
+        return Path(local).read_text(encoding="utf-8")
