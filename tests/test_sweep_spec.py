@@ -48,13 +48,14 @@ def test_bundled_sweep_files_load() -> None:
         ("chunking.overlap",),
     ]
     assert chunking.axes[2].values == (("400", "800", "1200"),)
-    assert (chunking.objective, chunking.direction) == ("recall_at_5", "maximize")
+    assert (chunking.objective, chunking.direction) == ("recall_at_2000c", "maximize")
     assert chunking.min_improvement == 0.01
     assert (chunking.decision, chunking.alpha) == ("significant", 0.05)
     assert dict(chunking.baseline) == {
         "embedding": "bm25",
         "chunking.size": "800",
         "chunking.overlap": "100",
+        "retrieval.top_k": "40",
     }
     grid = load_sweep(REPO / "sweeps" / "grid_small.yaml")
     assert [p.label for p in grid.axes[0].points()] == [
