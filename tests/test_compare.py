@@ -115,7 +115,7 @@ def test_known_flips_deltas_and_p_value(builder: RunBuilder, store: RunStore) ->
     baseline, candidate = known_pair(builder)
     result = compare_runs(store, baseline, candidate, metric="recall_at_5")
 
-    assert (result.n_cases, result.n_answerable, result.k) == (7, 6, 5)
+    assert (result.n_cases, result.n_answerable, result.flips_on) == (7, 6, "hit_at_5")
     assert [f.case_id for f in result.lost] == ["c2"]
     assert [f.case_id for f in result.gained] == ["c3", "c4"]
     lost = result.lost[0]
@@ -143,7 +143,7 @@ def test_known_flips_deltas_and_p_value(builder: RunBuilder, store: RunStore) ->
 
     decision = result.decision()
     assert decision.startswith("Decision: INCONCLUSIVE")
-    assert "hit@5: 2 gained, 1 lost" in decision
+    assert "hit_at_5: 2 gained, 1 lost" in decision
 
 
 def test_objective_is_the_default_metric(builder: RunBuilder, store: RunStore) -> None:

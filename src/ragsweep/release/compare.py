@@ -72,18 +72,19 @@ class Flip:
 class Comparison:
     """Everything ``ragsweep-compare`` reports about a candidate run against a baseline.
 
-    ``metric`` is the primary per-case metric (tested for significance) and ``k`` the cut-off
-    at which flips are counted (``hit_at_k``). ``n_cases`` cases are paired, ``n_answerable``
-    of them scored in both runs. ``lost`` are hit → miss, ``gained`` miss → hit. Latency is
-    in milliseconds per query. ``mismatches`` lists identity tags that differ and
-    ``unpaired`` the cases found in one run only; both are empty unless the comparison was
-    forced.
+    ``metric`` is the primary per-case metric (tested for significance) and ``flips_on`` the
+    hit measure flips are counted on: ``hit`` at the primary metric's cut-off or budget
+    (``recall_at_2000c`` → ``hit_at_2000c``), else at the largest k. ``n_cases`` cases are
+    paired, ``n_answerable`` of them scored in both runs. ``lost`` are hit → miss,
+    ``gained`` miss → hit. Latency is in milliseconds per query. ``mismatches`` lists
+    identity tags that differ and ``unpaired`` the cases found in one run only; both are
+    empty unless the comparison was forced.
     """
 
     baseline: LoggedRun
     candidate: LoggedRun
     metric: str
-    k: int
+    flips_on: str
     alpha: float
     n_cases: int
     n_answerable: int
@@ -118,7 +119,8 @@ class Comparison:
         line = (
             f"Decision: {self.verdict.upper()} ({meaning}): {self.metric} "
             f"{self.test.mean_difference:+.4f}, p = {self.test.p_value:.4f} {relation} "
-            f"α = {self.alpha}; hit@{self.k}: {len(self.gained)} gained, {len(self.lost)} lost"
+            f"α = {self.alpha}; {self.flips_on}: {len(self.gained)} gained, "
+            f"{len(self.lost)} lost"
         )
         if "latency_ms_p95" in self.latency:
             line += f"; p95 latency {self.latency['latency_ms_p95'].delta:+.3f} ms"
@@ -131,7 +133,7 @@ class Comparison:
             "baseline_run": self.baseline.run_id,
             "candidate_run": self.candidate.run_id,
             "metric": self.metric,
-            "k": self.k,
+            "flips_on": self.flips_on,
             "alpha": self.alpha,
             "n_cases": self.n_cases,
             "n_answerable": self.n_answerable,
@@ -173,9 +175,12 @@ def identity_mismatches(baseline: LoggedRun, candidate: LoggedRun) -> tuple[str,
     )
 
 
-def primary_k(metric: Measure, ks: Sequence[int]) -> int:
-    """The cut-off of ``metric`` (``recall_at_5`` → 5), else the largest of ``ks``."""
-    return metric.k or max(ks)
+def flip_measure(metric: Measure, ks: Sequence[int]) -> Measure:
+    """``hit`` at ``metric``'s cut-off or budget (``recall_at_5`` → ``hit_at_5``), else at
+    the largest of ``ks`` (``mrr`` → ``hit_at_10``)."""
+    if metric.budget is not None:
+        return Measure(HIT, budget=metric.budget)
+    return Measure(HIT, k=metric.k or max(ks))
 
 
 def compare_runs(
@@ -200,8 +205,8 @@ def compare_runs(
         metric or eval_cfg.objective, eval_cfg.ks, eval_cfg.budgets, key="--metric"
     )
     metric = primary.name
-    k = primary_k(primary, eval_cfg.ks)
-    scored = _scored_pairs(pairs, [metric, _hit_name(k)], baseline, candidate)
+    flips_on = flip_measure(primary, eval_cfg.ks).name
+    scored = _scored_pairs(pairs, [metric, flips_on], baseline, candidate)
     base_summary = summarize([b for b, _ in pairs], eval_cfg)
     cand_summary = summarize([c for _, c in pairs], eval_cfg)
     columns = metric_columns(cand_summary, eval_cfg)
@@ -209,7 +214,7 @@ def compare_runs(
         baseline=baseline,
         candidate=candidate,
         metric=metric,
-        k=k,
+        flips_on=flips_on,
         alpha=alpha,
         n_cases=len(pairs),
         n_answerable=len(scored),
@@ -220,8 +225,8 @@ def compare_runs(
             if t in base_summary.by_type
         },
         type_counts=_type_counts(scored),
-        lost=tuple(_flip(b, c) for b, c in scored if _hit(b, k) and not _hit(c, k)),
-        gained=tuple(_flip(b, c) for b, c in scored if _hit(c, k) and not _hit(b, k)),
+        lost=tuple(_flip(b, c) for b, c in scored if _hit(b, flips_on) and not _hit(c, flips_on)),
+        gained=tuple(_flip(b, c) for b, c in scored if _hit(c, flips_on) and not _hit(b, flips_on)),
         test=paired_randomization_test(
             [_value(c, metric) - _value(b, metric) for b, c in scored], resamples, seed
         ),
@@ -305,12 +310,8 @@ def _value(case: CaseResult, metric: str) -> float:
     return case.metrics[metric]
 
 
-def _hit_name(k: int) -> str:
-    return Measure(HIT, k=k).name
-
-
-def _hit(case: CaseResult, k: int) -> bool:
-    return _value(case, _hit_name(k)) > 0
+def _hit(case: CaseResult, measure: str) -> bool:
+    return _value(case, measure) > 0
 
 
 def _flip(baseline: CaseResult, candidate: CaseResult) -> Flip:
@@ -334,7 +335,7 @@ def render_markdown(comparison: Comparison) -> str:
         f"{c.candidate.tag(tag.GOLDEN_DIGEST)[:12]}; "
         f"**corpus**: {c.candidate.tag(tag.CORPUS_HASH)[:12]}",
         f"- **paired cases**: {c.n_cases} ({c.n_answerable} answerable, scored in both)",
-        f"- **primary metric**: `{c.metric}`; flips counted on `{_hit_name(c.k)}`",
+        f"- **primary metric**: `{c.metric}`; flips counted on `{c.flips_on}`",
     ]
     lines += [f"- **differs**: {m}" for m in c.mismatches]
     if c.unpaired:
@@ -377,7 +378,7 @@ def _by_type_table(c: Comparison) -> str:
 
 
 def _flip_sections(c: Comparison) -> list[str]:
-    lines = [f"## Flipped cases at k={c.k}", ""]
+    lines = [f"## Flipped cases ({c.flips_on})", ""]
     for title, flips in (
         (f"hit → miss ({len(c.lost)})", c.lost),
         (f"miss → hit ({len(c.gained)})", c.gained),
