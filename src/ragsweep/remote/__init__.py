@@ -1,9 +1,10 @@
 """Model servers over HTTP: the ``ollama`` and ``openai`` embedding backends (registered in
-``ragsweep.embedding.BACKENDS`` on import) and the Ollama chat API the judge uses."""
+``ragsweep.embedding.BACKENDS`` on import) and the ``ollama`` and ``openai`` chat APIs the
+judge uses (registered in ``ragsweep.remote.chat.CHAT_APIS``)."""
 
 from __future__ import annotations
 
-from ragsweep.remote import ollama, openai_compat
+from ragsweep.remote import chat, ollama, openai_chat, openai_compat
 from ragsweep.remote.http import HttpStatusError, JsonClient, RetryPolicy, ServerUnreachable
 from ragsweep.remote.ollama import OllamaEncoder
 from ragsweep.remote.openai_compat import OpenAICompatEncoder
@@ -15,6 +16,8 @@ __all__ = [
     "OpenAICompatEncoder",
     "RetryPolicy",
     "ServerUnreachable",
+    "chat",
     "ollama",
+    "openai_chat",
     "openai_compat",
 ]
