@@ -163,6 +163,9 @@ def test_invalid_verdicts_say_why(raw: str, problem: str) -> None:
 def test_valid_verdict() -> None:
     parsed = parse_verdict(verdict(1, 2, refusal=False, evidence="x", note="n"), 2)
     assert (parsed.faithfulness, parsed.relevance, parsed.refusal) == (1, 2, False)
+    # a raw line break inside a string (JSON forbids it; grammar-constrained servers emit it)
+    raw = verdict(2, 2, evidence="EVIDENCE").replace("EVIDENCE", "},\n")
+    assert "\n" in raw and parse_verdict(raw, 2).evidence == "},\n"
 
 
 def test_rubric_file_is_validated(tmp_path: Path) -> None:

@@ -34,13 +34,18 @@ MAX_ATTEMPTS = 2
 __all__ = ["InvalidVerdict", "ModelOutput", "Models", "Verdict", "parse_verdict"]
 
 
+REPLY_CHARS = 300
+"""Characters of a rejected reply kept in its record (enough to see what went wrong)."""
+
+
 @dataclass(frozen=True)
 class InvalidReply:
     """One judge reply that failed validation: its ``kind`` (``not_json``, ``schema``,
-    ``truncated``) and the ``problem`` in words."""
+    ``truncated``), the ``problem`` in words and the start of the ``reply`` itself."""
 
     kind: str
     problem: str
+    reply: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,7 +171,7 @@ class Models:
                 verdict = parse_verdict(reply.text, self.rubric.max_score, reply.truncated)
                 break
             except InvalidVerdict as exc:
-                invalid.append(InvalidReply(exc.kind, str(exc)))
+                invalid.append(InvalidReply(exc.kind, str(exc), reply.text[:REPLY_CHARS]))
                 messages += [
                     {"role": "assistant", "content": reply.text},
                     {"role": "user", "content": repair_request(str(exc), self.rubric.max_score)},

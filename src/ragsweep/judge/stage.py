@@ -187,9 +187,9 @@ def prepare_judge(cfg: JudgeConfig) -> JudgeStage | None:
         cfg.base_url, RetryPolicy.of(cfg), cfg.api_key_env, tuple(dict.fromkeys(roles))
     )
     api = CHAT_APIS.get(cfg.api)(server)
-    version = api.server_version()
     answers = FileAnswers(fixed) if fixed else _generator(api, cfg, rubric)
     judge = api.describe(cfg.judge)
+    version = api.server_version()
     if fixed is None and answers.info.fingerprint == judge.fingerprint:
         warnings.warn(
             f"judge.generator={cfg.generator!r} and judge.judge={cfg.judge!r} are the same model "

@@ -10,6 +10,11 @@ A reply that breaks any rule raises :class:`InvalidVerdict` with a ``kind``:
   out of range (``"evidence": false``, ``"faithfulness": 3``, ``"relevance": 2.0``);
 - ``truncated``: the server stopped at the token cap (``judge.verdict_tokens``) before the
   reply was complete.
+
+One lexical slip is tolerated: raw control characters (a line break) inside a string, which
+JSON forbids but grammar-constrained servers emit (llama-cpp-python 0.3.36 with Gemma 3
+does in almost every reply). They change no value's type; keys, types and ranges stay
+strict.
 """
 
 from __future__ import annotations
@@ -99,7 +104,7 @@ def parse_verdict(text: str, max_score: int, truncated: bool = False) -> Verdict
     """Validate the judge's raw reply (``truncated``: the server stopped at its token cap);
     raises :class:`InvalidVerdict` naming the problem."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, strict=False)  # strict=False: control characters in strings
     except json.JSONDecodeError as exc:
         if truncated:
             raise InvalidVerdict(

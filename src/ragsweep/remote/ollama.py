@@ -3,7 +3,7 @@
 
 A model's identity comes from the server: ``/api/show`` says whether the model exists and
 what it can do, ``/api/tags`` gives the digest of its manifest, which changes when a new
-version of the same tag is pulled. See docs/judge.md.
+version of the same tag is pulled. See docs/embeddings.md and docs/judge.md.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 Such servers give no weight digest. The identity is the model id, a hash of the model's
 ``/v1/models`` entry (without its volatile ``created`` time) when the server lists models,
 and the dimension observed on a probe text: weaker than Ollama's digest, since new weights
-served under the same id with the same metadata go unnoticed (docs/judge.md).
+served under the same id with the same metadata go unnoticed (docs/embeddings.md).
 
 An API key is read from the environment variable named by ``embedding.options.api_key_env``
 and only ever sent as a request header: it is never part of the config, the identity, the
