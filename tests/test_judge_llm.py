@@ -53,8 +53,8 @@ def require_llm_extra() -> None:
         return
     reason = (
         f"the llm extra is not installed (missing: {', '.join(missing)}); install it with "
-        "CMAKE_ARGS=-DGGML_NATIVE=OFF .venv/bin/pip install -e '.[llm]' (builds llama.cpp, "
-        "about 4 minutes on 2 cores)"
+        "CMAKE_ARGS=-DGGML_NATIVE=OFF .venv/bin/pip install -e '.[llm]' (builds llama.cpp "
+        "from source: 4 to 17 minutes on 2 cores, depending on their load)"
     )
     if os.environ.get("RAGSWEEP_REQUIRE_LLM") == "1":
         pytest.fail(reason)
