@@ -1,10 +1,12 @@
 """A real HTTP server on 127.0.0.1 that speaks the parts of the Ollama and OpenAI APIs
 ragsweep uses (``/api/tags``, ``/api/show``, ``/api/version``, ``/api/embed``, ``/api/chat``,
-``/v1/models``, ``/v1/embeddings``), with scripted answers and a log of every request.
+``/v1/models``, ``/v1/embeddings``, ``/v1/chat/completions``, ``/version``), with scripted
+answers and a log of every request.
 
 No model is involved: embeddings are hashed character trigrams of the text (similar texts
 get similar vectors), and chat answers come from ``FakeModelServer.chat``, a function of
-the request body (by default :func:`extractive_chat`).
+the request body (by default :func:`extractive_chat`) that returns the text, or the text
+and a finish reason (``"length"``: cut at the token cap).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class Recorded:
 
 Reply = tuple[int, Any]
 Intercept = Callable[[Recorded], Reply | None]
+ChatScript = Callable[[dict[str, Any]], "str | tuple[str, str]"]
+RESPONSE_FORMATS = frozenset({"json_schema", "json_object", "text"})
 
 
 def full_name(name: str) -> str:
@@ -66,8 +70,10 @@ class FakeModelServer:
     models: dict[str, FakeModel] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     intercepts: list[Intercept] = field(default_factory=list)
-    chat: Callable[[dict[str, Any]], str] = field(default=lambda body: extractive_chat(body))
+    chat: ChatScript = field(default=lambda body: extractive_chat(body))
     api_key: str | None = None
+    response_formats: frozenset[str] = RESPONSE_FORMATS
+    """``response_format`` types ``/v1/chat/completions`` accepts (others: HTTP 422)."""
     list_openai_models: bool = True
     version: str = "0.9.0-fake"
     _created: itertools.count[int] = field(default_factory=lambda: itertools.count(1_700_000_000))
@@ -135,6 +141,8 @@ class FakeModelServer:
             ("POST", "/api/chat"): self._chat,
             ("GET", "/v1/models"): self._openai_models,
             ("POST", "/v1/embeddings"): self._openai_embeddings,
+            ("POST", "/v1/chat/completions"): self._openai_chat,
+            ("GET", "/version"): lambda r: (200, {"version": self.version}),
         }
         route = routes.get((request.method, request.path))
         return route(request) if route else (404, {"error": "404 page not found"})
@@ -170,11 +178,12 @@ class FakeModelServer:
         model = self._model(request.body.get("model", ""))
         if model is None:
             return 404, {"error": f"model '{request.body.get('model')}' not found"}
-        content = self.chat(request.body)
+        content, finish = _scripted(self.chat(request.body))
         return 200, {
             "model": model.name,
             "message": {"role": "assistant", "content": content},
             "done": True,
+            "done_reason": finish,
         }
 
     def _unauthorized(self, request: Recorded) -> Reply | None:
@@ -207,6 +216,29 @@ class FakeModelServer:
             for i, t in enumerate(request.body["input"])
         ]
         return 200, {"object": "list", "data": rows[::-1], "model": model.name}  # any order
+
+    def _openai_chat(self, request: Recorded) -> Reply:
+        denied = self._unauthorized(request)
+        if denied:
+            return denied
+        wanted = request.body.get("model")
+        model = next((m for m in self.models.values() if m.name == wanted), None)
+        if model is None:
+            return 404, {"error": {"message": f"model {wanted} not found"}}
+        kind = (request.body.get("response_format") or {}).get("type")
+        if kind is not None and kind not in self.response_formats:
+            return 422, {"error": {"message": f"response_format.type {kind!r} is not supported"}}
+        content, finish = _scripted(self.chat(request.body))
+        choice = {"index": 0, "message": {"role": "assistant", "content": content}}
+        return 200, {
+            "object": "chat.completion",
+            "model": model.name,
+            "choices": [{**choice, "finish_reason": finish}],
+        }
+
+
+def _scripted(reply: str | tuple[str, str]) -> tuple[str, str]:
+    return (reply, "stop") if isinstance(reply, str) else reply
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -250,22 +282,30 @@ class _Handler(BaseHTTPRequestHandler):
 # --- scripted chat models --------------------------------------------------------------
 
 
+JUDGE_MARK = "\n\nReply with the JSON object only."
+
+
+def first_user_message(body: dict[str, Any]) -> str:
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
 def is_judge_request(body: dict[str, Any]) -> bool:
-    return body.get("format") == "json"
+    """Whether a chat request (either API, any output mode) asks the judge for a verdict."""
+    return first_user_message(body).endswith(JUDGE_MARK)
 
 
 def judge_parts(body: dict[str, Any]) -> tuple[str, str, str]:
     """(question, context, answer) from a judge request's first user message."""
-    text = body["messages"][1]["content"]
-    match = re.match(r"Question:\n(.*)\n\nContext:\n(.*)\n\nAnswer:\n(.*)\n\nReply", text, re.S)
+    text = first_user_message(body)
+    match = re.search(r"Question:\n(.*)\n\nContext:\n(.*)\n\nAnswer:\n(.*)\n\nReply", text, re.S)
     assert match, text
     return match.group(1), match.group(2), match.group(3)
 
 
 def generator_parts(body: dict[str, Any]) -> tuple[str, str]:
     """(question, context) from a generator request."""
-    text = body["messages"][1]["content"]
-    context, question = text.removeprefix("Context:\n").rsplit("\n\nQuestion: ", 1)
+    text = first_user_message(body)
+    context, question = text.split("Context:\n", 1)[1].rsplit("\n\nQuestion: ", 1)
     return question, context
 
 

@@ -16,9 +16,10 @@ from ragsweep.errors import BackendError, ConfigError
 from ragsweep.evaluate import RetrievedChunk
 from ragsweep.golden import EvidenceSpan
 from ragsweep.judge import SelfPreferenceWarning, load_rubric
-from ragsweep.judge.agreement import AgreementError, compare, load_human, main
-from ragsweep.judge.calls import InvalidVerdict, parse_verdict
+from ragsweep.judge.agreement import AgreementError, Floors, compare, load_human
+from ragsweep.judge.agreement_cli import main
 from ragsweep.judge.context import PackedContext, coverages, pack_context
+from ragsweep.judge.verdict import InvalidVerdict, parse_verdict
 from ragsweep.pipeline import run_evaluation
 from ragsweep.run_config import resolve
 from tests.fake_ollama import (
@@ -143,11 +144,14 @@ def test_quote_verification_normalizes_whitespace_only() -> None:
         ("Sure! Here is my verdict", "not valid JSON"),
         ("[1, 2]", "a JSON list, not an object"),
         ('{"faithfulness": 2}', "missing key(s): relevance, refusal, evidence, note"),
-        (verdict(3, 2), "faithfulness=3 is out of range 0..2"),
-        (verdict(2, -1), "relevance=-1 is out of range 0..2"),
-        (verdict(True, 2), "faithfulness=True is not an integer"),
-        (verdict("2", 2), "faithfulness='2' is not an integer"),
+        (verdict(3, 2), "faithfulness=3 is not an integer in 0..2"),
+        (verdict(2, -1), "relevance=-1 is not an integer in 0..2"),
+        (verdict(True, 2), "faithfulness=True is not an integer in 0..2"),
+        (verdict("2", 2), "faithfulness='2' is not an integer in 0..2"),
+        (verdict(2.0, 2), "faithfulness=2.0 is not an integer in 0..2"),
         (verdict(2, 2).replace("false", '"no"'), "refusal='no' is not true or false"),
+        (verdict(2, 2, evidence=False), "evidence=False is not a string"),  # type: ignore[arg-type]
+        (verdict(2, 2)[:-1] + ', "score": 2}', "unexpected key(s): score"),
     ],
 )
 def test_invalid_verdicts_say_why(raw: str, problem: str) -> None:
@@ -159,6 +163,9 @@ def test_invalid_verdicts_say_why(raw: str, problem: str) -> None:
 def test_valid_verdict() -> None:
     parsed = parse_verdict(verdict(1, 2, refusal=False, evidence="x", note="n"), 2)
     assert (parsed.faithfulness, parsed.relevance, parsed.refusal) == (1, 2, False)
+    # a raw line break inside a string (JSON forbids it; grammar-constrained servers emit it)
+    raw = verdict(2, 2, evidence="EVIDENCE").replace("EVIDENCE", "},\n")
+    assert "\n" in raw and parse_verdict(raw, 2).evidence == "},\n"
 
 
 def test_rubric_file_is_validated(tmp_path: Path) -> None:
@@ -220,8 +227,14 @@ def test_end_to_end_ollama_embedding_and_judge(
     chats = [r.body for r in chat_server.calls("/api/chat")]
     assert len(chats) == 8  # one answer and one verdict per case
     assert all(b["options"]["temperature"] == 0 and b["options"]["seed"] == 42 for b in chats)
-    assert {b["model"] for b in chats if b.get("format") == "json"} == {JUDGE}
+    judge_calls = [b for b in chats if is_judge_request(b)]
+    assert {b["model"] for b in judge_calls} == {JUDGE}
     assert {b["model"] for b in chats if "format" not in b} == {GEN}
+    # the judge's output is constrained to the verdict schema, capped at verdict_tokens
+    schema = judge_calls[0]["format"]
+    assert schema["required"] == ["faithfulness", "relevance", "refusal", "evidence", "note"]
+    assert schema["properties"]["relevance"] == {"type": "integer", "minimum": 0, "maximum": 2}
+    assert {b["options"]["num_predict"] for b in judge_calls} == {256}
     # the judge of the scoped Japanese case sees only that case's chunks
     (scoped,) = [b for b in chats if is_judge_request(b) and judge_parts(b)[0] == "VPN サーバー"]
     context = judge_parts(scoped)[1]
@@ -240,6 +253,14 @@ def test_end_to_end_ollama_embedding_and_judge(
     assert "judge_seconds" in metrics and "recall_at_5" in metrics
     tags = run.data.tags
     assert tags["ragsweep.judge.judge_digest"] == "2" * 64
+    assert tags["ragsweep.judge.judge_digest_source"] == "ollama-manifest"
+    assert tags["ragsweep.judge.api"] == "ollama"
+    assert tags["ragsweep.judge.server_version"] == "0.9.0-fake"
+    assert tags["ragsweep.judge.temperature"] == "0.0" and tags["ragsweep.judge.seed"] == "42"
+    assert tags["ragsweep.judge.output_mode"] == "ollama-format-schema"
+    assert tags["ragsweep.judge.schema_honoured"] == "true"
+    assert metrics["judge/invalid_verdict_share"] == 0.0
+    assert metrics["judge/judge_call_seconds_mean"] > 0
     assert tags["ragsweep.embedding.backend"] == "ollama"
     assert tags["ragsweep.embedding.model"] == "fake-embed:latest"
     assert run.data.params["judge.generator"] == GEN
@@ -299,7 +320,7 @@ def test_out_of_range_scores_are_failures_not_scores(
     result, _ = run_judged(compose_config, mini_project, chat_server)
     records = judge_records(result.output_dir)
     assert records["q1"]["status"] == "judge_failed"
-    assert "faithfulness=3 is out of range 0..2" in records["q1"]["failure"]
+    assert "faithfulness=3 is not an integer in 0..2" in records["q1"]["failure"]
     assert records["q2"]["status"] == "judged" and records["q2"]["relevance"] == 2
     assert report_row(result.output_dir, "judge_failures")[0] == "1"
 
@@ -455,4 +476,4 @@ def test_agreement_input_errors(tmp_path: Path, capsys) -> None:
         main([str(cases), str(human)])
     assert exited.value.code == 2
     assert "no judged cases" in capsys.readouterr().err
-    assert compare({}, {}).to_json()["rates"] == {}
+    assert compare({}, {}).to_json(Floors())["rates"] == {}

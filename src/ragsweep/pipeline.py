@@ -197,6 +197,9 @@ def run_stages(resolved: ResolvedConfig) -> StageOutcome:
     corpus = load_corpus(cfg.corpus)
     golden = load_golden(cfg.golden, corpus)
     cases = select_cases(golden, cfg.eval.split)
+    if judge is not None:
+        judge.check_cases(cases)  # fixed answers cover every case, before any work
+
     cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
     built = build_index(resolved, corpus, cache, timer)
     with timer.stage("eval_seconds"):

@@ -7,6 +7,8 @@ tag has one meaning (docs/tracking.md lists them).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 PREFIX = "ragsweep."
 
 # --- identity of a run's result -------------------------------------------------------
@@ -67,11 +69,61 @@ HOLDOUT_EVALUATIONS = "ragsweep.holdout_evaluations"
 """How many holdout evaluations of this golden set the store holds, this one included."""
 COMPARED_WITH = "ragsweep.compared_with"
 
-# --- judge ----------------------------------------------------------------------------
+# --- judge (docs/judge.md, "Outputs"); unknown values are logged as none/unknown -------
+JUDGE_API = "ragsweep.judge.api"
+"""``ollama`` or ``openai`` (``judge.api``)."""
+JUDGE_SERVER_VERSION = "ragsweep.judge.server_version"
+"""The chat server's version as it reports it (``unknown`` if it does not)."""
 JUDGE_GENERATOR = "ragsweep.judge.generator"
+"""The configured generator (``answers:<file>`` for fixed answers)."""
+JUDGE_GENERATOR_ID = "ragsweep.judge.generator_id"
+"""The model id the server serves the generator under."""
 JUDGE_GENERATOR_DIGEST = "ragsweep.judge.generator_digest"
+"""sha256 of the generator's weights or manifest, ``none`` when the server gives no way to
+know it (see ``JUDGE_GENERATOR_DIGEST_SOURCE``)."""
+JUDGE_GENERATOR_DIGEST_SOURCE = "ragsweep.judge.generator_digest_source"
+"""``ollama-manifest``, ``file-sha256``, ``answers-file`` or ``none``."""
+JUDGE_GENERATOR_VERSION = "ragsweep.judge.generator_version"
+"""The hash of the server's listing entry for the generator (``models:<hash>``)."""
 JUDGE_JUDGE = "ragsweep.judge.judge"
+JUDGE_JUDGE_ID = "ragsweep.judge.judge_id"
 JUDGE_JUDGE_DIGEST = "ragsweep.judge.judge_digest"
+JUDGE_JUDGE_DIGEST_SOURCE = "ragsweep.judge.judge_digest_source"
+JUDGE_JUDGE_VERSION = "ragsweep.judge.judge_version"
+JUDGE_RUBRIC = "ragsweep.judge.rubric_sha256"
+"""sha256 of the rubric's content."""
+JUDGE_TEMPERATURE = "ragsweep.judge.temperature"
+JUDGE_SEED = "ragsweep.judge.seed"
+JUDGE_OUTPUT_MODE = "ragsweep.judge.output_mode"
+"""How JSON verdicts were asked for (``json_schema``, ``json_object+schema``,
+``ollama-format-schema``, ...); several, comma-separated, if cached verdicts differ."""
+JUDGE_SCHEMA_HONOURED = "ragsweep.judge.schema_honoured"
+"""``true``: the verdict schema was sent and no reply broke it; ``false``: a reply broke it
+(the server ignored the schema); ``not_requested``: no mode carrying the schema was accepted."""
+JUDGE_AGREEMENT_BELOW_FLOOR = "ragsweep.judge.agreement_below_floor"
+"""Axes whose agreement with human verdicts is below a floor, or ``none``."""
+
+
+class ModelTags(NamedTuple):
+    """The tag keys that identify one model role of the judge stage."""
+
+    name: str
+    served_id: str
+    digest: str
+    digest_source: str
+    version: str
+
+
+JUDGE_GENERATOR_TAGS = ModelTags(
+    JUDGE_GENERATOR,
+    JUDGE_GENERATOR_ID,
+    JUDGE_GENERATOR_DIGEST,
+    JUDGE_GENERATOR_DIGEST_SOURCE,
+    JUDGE_GENERATOR_VERSION,
+)
+JUDGE_MODEL_TAGS = ModelTags(
+    JUDGE_JUDGE, JUDGE_JUDGE_ID, JUDGE_JUDGE_DIGEST, JUDGE_JUDGE_DIGEST_SOURCE, JUDGE_JUDGE_VERSION
+)
 
 # --- MLflow's own ---------------------------------------------------------------------
 PARENT_RUN_ID = "mlflow.parentRunId"

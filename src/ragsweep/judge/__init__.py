@@ -1,6 +1,7 @@
-"""Optional generation + judging stage (``judge=ollama``; off by default): a generator
-model answers each case from its packed retrieved context, a judge model scores
-faithfulness and relevance against a rubric file. See docs/ollama.md."""
+"""Optional generation + judging stage (``judge=ollama`` or ``judge=openai``; off by
+default): a generator model (or a file of fixed answers) answers each case from its packed
+retrieved context, a judge model scores faithfulness and relevance against a rubric file,
+and, with human verdicts, the judge's agreement with them is measured. See docs/judge.md."""
 
 from __future__ import annotations
 

@@ -12,7 +12,11 @@ from typing import Any
 from rich.console import Console
 
 from ragsweep import tags as tag
+from ragsweep.judge.agreement import Agreement, Floors, render_markdown
+from ragsweep.judge.calls import InvalidReply
 from ragsweep.judge.config import JudgeConfig
+from ragsweep.judge.verdict import SCHEMA_KINDS
+from ragsweep.remote.chat import ServedChatModel
 from ragsweep.report import markdown_table
 
 JUDGE_METRIC_DEFINITIONS: dict[str, str] = {
@@ -31,16 +35,28 @@ JUDGE_METRIC_DEFINITIONS: dict[str, str] = {
     "packed_coverage_mean": "Mean fraction of evidence characters inside the packed context "
     "(answerable cases); below candidate coverage = lost in context assembly.",
     "judge_failures": "Cases whose judge output was invalid twice (not scored).",
+    "judge_failure_share": "Fraction of cases that are judge failures (0-1).",
+    "invalid_verdict_share": "Fraction of all judge replies, retries included, that failed "
+    "validation (not JSON, wrong keys, types or ranges, or cut at judge.verdict_tokens).",
+    "retried": "Cases whose first judge reply was invalid (and that were asked once more).",
+    "schema_violations": "Judge replies that broke the verdict schema although it was sent "
+    "with the request (the server did not honour it).",
     "evidence_unverified": "Judged cases whose evidence quote does not occur in the packed "
     "context (after whitespace normalization).",
+    "answer_truncated": "Answers cut at judge.answer_tokens.",
     "n_judged": "Cases with a valid verdict.",
+    "answer_seconds_mean": "Mean wall time of one generator answer, in seconds (when it was "
+    "computed; fixed answers take none).",
+    "judge_call_seconds_mean": "Mean wall time of one judge call, in seconds (when it was "
+    "computed).",
+    "case_seconds_mean": "Mean model time per case (answer plus every judge call), in seconds "
+    "(when it was computed).",
 }
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str
-    digest: str
+COUNTS = frozenset(
+    {"n_judged", "judge_failures", "evidence_unverified", "retried", "schema_violations"}
+    | {"answer_truncated"}
+)
+ModelInfo = ServedChatModel
 
 
 @dataclass(frozen=True)
@@ -51,7 +67,9 @@ class CaseJudgment:
     (``judge_scores``) unless ``rule`` (``refusal_on_unanswerable``) replaced them. Both are
     None when the judge failed (``failure`` says why). ``evidence_status`` is ``verified``,
     ``unverified`` (quote not in the packed context) or ``none`` (no quote given).
-    Coverages are None for unanswerable cases.
+    Coverages are None for unanswerable cases. ``attempts``, ``invalid``, ``output_mode``,
+    ``constrained``, the seconds and ``answer_truncated`` are as in
+    :class:`~ragsweep.judge.calls.ModelOutput`.
     """
 
     case_id: str
@@ -74,6 +92,12 @@ class CaseJudgment:
     rule: str | None
     failure: str | None
     attempts: int
+    invalid: tuple[InvalidReply, ...] = ()
+    output_mode: str = ""
+    constrained: bool = False
+    answer_seconds: float | None = None
+    judge_seconds: float = 0.0
+    answer_truncated: bool = False
 
     @property
     def judged(self) -> bool:
@@ -87,16 +111,25 @@ class CaseJudgment:
 
 
 def summarize_judgments(judgments: Sequence[CaseJudgment]) -> dict[str, float]:
-    """The metrics of ``JUDGE_METRIC_DEFINITIONS`` over ``judgments``; means over empty sets
-    are left out rather than reported as 0."""
+    """The metrics of ``JUDGE_METRIC_DEFINITIONS`` over ``judgments``; means and shares over
+    empty sets are left out rather than reported as 0."""
     judged = [j for j in judgments if j.judged]
     answerable = [j for j in judged if j.answerable]
     unanswerable = [j for j in judged if not j.answerable]
+    replies = sum(j.attempts for j in judgments)
     out: dict[str, float] = {
         "n_judged": float(len(judged)),
         "judge_failures": float(len(judgments) - len(judged)),
         "evidence_unverified": float(sum(j.evidence_status == "unverified" for j in judged)),
+        "retried": float(sum(bool(j.invalid) and j.attempts > 1 for j in judgments)),
+        "schema_violations": float(sum(_violations(j) for j in judgments)),
+        "answer_truncated": float(sum(j.answer_truncated for j in judgments)),
     }
+    if judgments:
+        out["judge_failure_share"] = out["judge_failures"] / len(judgments)
+    if replies:
+        out["invalid_verdict_share"] = sum(len(j.invalid) for j in judgments) / replies
+        out["judge_call_seconds_mean"] = math.fsum(j.judge_seconds for j in judgments) / replies
     means: dict[str, list[Any]] = {
         "faithfulness_mean": [j.faithfulness for j in judged],
         "relevance_mean": [j.relevance for j in judged],
@@ -105,6 +138,8 @@ def summarize_judgments(judgments: Sequence[CaseJudgment]) -> dict[str, float]:
         "abstention_accuracy": [j.refusal == (not j.answerable) for j in judged],
         "candidate_coverage_mean": [j.candidate_coverage for j in judgments if j.answerable],
         "packed_coverage_mean": [j.packed_coverage for j in judgments if j.answerable],
+        "answer_seconds_mean": [j.answer_seconds for j in judgments],
+        "case_seconds_mean": [(j.answer_seconds or 0.0) + j.judge_seconds for j in judgments],
     }
     for name, values in means.items():
         present = [float(v) for v in values if v is not None]
@@ -113,15 +148,29 @@ def summarize_judgments(judgments: Sequence[CaseJudgment]) -> dict[str, float]:
     return out
 
 
+def _violations(judgment: CaseJudgment) -> int:
+    """Replies that broke a schema the request carried."""
+    if not judgment.constrained:
+        return 0
+    return sum(reply.kind in SCHEMA_KINDS for reply in judgment.invalid)
+
+
 @dataclass(frozen=True)
 class JudgeOutcome:
-    """All judgments of a run and what produced them."""
+    """All judgments of a run, what produced them (models, rubric, server, settings) and,
+    with ``judge.human``, their agreement with human verdicts."""
 
     judgments: tuple[CaseJudgment, ...]
     generator: ModelInfo
     judge: ModelInfo
     rubric_digest: str
     cfg: JudgeConfig
+    server_version: str = "unknown"
+    agreement: Agreement | None = None
+
+    @property
+    def floors(self) -> Floors:
+        return Floors(self.cfg.agreement_floor, self.cfg.kappa_floor)
 
     @cached_property
     def overall(self) -> dict[str, float]:
@@ -133,27 +182,51 @@ class JudgeOutcome:
         return {t: summarize_judgments([j for j in self.judgments if j.type == t]) for t in types}
 
     def flat_metrics(self) -> dict[str, float]:
-        """MLflow metrics: ``judge/<metric>`` and ``judge/by_type/<type>/<metric>``."""
+        """MLflow metrics: ``judge/<metric>``, ``judge/by_type/<type>/<metric>`` and, with
+        human verdicts, ``judge/agreement/...``."""
         flat = {f"judge/{k}": v for k, v in self.overall.items()}
         for type_name, metrics in self.by_type.items():
             flat.update({f"judge/by_type/{type_name}/{k}": v for k, v in metrics.items()})
+        if self.agreement is not None:
+            flat.update(self.agreement.metrics(self.floors))
         return flat
 
     def case_fields(self) -> dict[str, dict[str, Any]]:
         """Per case id, the fields added to its ``cases.jsonl`` row (``{"judge": {...}}``)."""
         return {j.case_id: {"judge": j.to_json()} for j in self.judgments}
 
+    @property
+    def output_mode(self) -> str:
+        """How JSON was asked for, over every verdict (comma-separated if they differ)."""
+        return ",".join(sorted({j.output_mode for j in self.judgments if j.output_mode})) or "none"
+
+    @property
+    def schema_honoured(self) -> str:
+        """``true``, ``false`` or ``not_requested`` (see ``tag.JUDGE_SCHEMA_HONOURED``)."""
+        if not any(j.constrained for j in self.judgments):
+            return "not_requested"
+        return "false" if self.overall["schema_violations"] else "true"
+
     def tags(self) -> dict[str, str]:
-        return {
-            tag.JUDGE_GENERATOR: self.generator.name,
-            tag.JUDGE_GENERATOR_DIGEST: self.generator.digest,
-            tag.JUDGE_JUDGE: self.judge.name,
-            tag.JUDGE_JUDGE_DIGEST: self.judge.digest,
-            "ragsweep.judge.rubric_sha256": self.rubric_digest,
+        """The reproducibility record: API, server, both models, rubric and sampling."""
+        out = {
+            tag.JUDGE_API: self.cfg.api,
+            tag.JUDGE_SERVER_VERSION: self.server_version,
+            tag.JUDGE_RUBRIC: self.rubric_digest,
+            tag.JUDGE_TEMPERATURE: str(self.cfg.temperature),
+            tag.JUDGE_SEED: str(self.cfg.seed),
+            tag.JUDGE_OUTPUT_MODE: self.output_mode,
+            tag.JUDGE_SCHEMA_HONOURED: self.schema_honoured,
+            **_model_tags(self.generator, tag.JUDGE_GENERATOR_TAGS),
+            **_model_tags(self.judge, tag.JUDGE_MODEL_TAGS),
         }
+        if self.agreement is not None:
+            out[tag.JUDGE_AGREEMENT_BELOW_FLOOR] = self.agreement.flagged_axes(self.floors)
+        return out
 
     def report_section(self) -> str:
-        """Markdown for ``report.md``: models, budget, and the metric × type table."""
+        """Markdown for ``report.md``: models, budget, the metric × type table and, with
+        human verdicts, the agreement section."""
         by_type = self.by_type
         overall = self.overall
         budget = f"{self.cfg.context_chunks} chunks" + (
@@ -162,10 +235,13 @@ class JudgeOutcome:
         lines = [
             "## Generation and judging",
             "",
-            f"- **generator**: {self.generator.name} ({self.generator.digest[:12]})",
-            f"- **judge**: {self.judge.name} ({self.judge.digest[:12]})",
+            f"- **server**: {self.cfg.api} at {self.cfg.base_url} ({self.server_version})",
+            f"- **generator**: {_describe(self.generator)}",
+            f"- **judge**: {_describe(self.judge)}",
             f"- **rubric**: sha256 {self.rubric_digest[:12]} ({self.cfg.rubric})",
-            f"- **context budget**: {budget}; temperature 0, seed {self.cfg.seed}",
+            f"- **context budget**: {budget}; temperature {self.cfg.temperature}, "
+            f"seed {self.cfg.seed}",
+            f"- **verdict format**: {self.output_mode}; schema honoured: {self.schema_honoured}",
             "",
         ]
         rows = [
@@ -173,12 +249,14 @@ class JudgeOutcome:
             for name in JUDGE_METRIC_DEFINITIONS
         ]
         lines.append(markdown_table(["measure", "all", *by_type], rows))
+        if self.agreement is not None:
+            lines += ["", render_markdown(self.agreement, self.floors, "###").rstrip()]
         lines += ["", "### Judge metric definitions", ""]
         lines += [f"- `{k}`: {v}" for k, v in JUDGE_METRIC_DEFINITIONS.items()]
         return "\n".join(lines) + "\n"
 
     def print_summary(self, console: Console) -> None:
-        """One line per headline judge metric under the retrieval summary."""
+        """Headline judge metrics under the retrieval summary, and the agreement flag."""
         overall = self.overall
         headline = (
             ("faithfulness", "faithfulness_mean", "mean, 0-2"),
@@ -189,13 +267,44 @@ class JudgeOutcome:
             if name in overall:
                 console.print(f"  [dim]{label:>12}[/dim]  {overall[name]:.3f} ({meaning})")
         failures, unverified = int(overall["judge_failures"]), int(overall["evidence_unverified"])
+        share = overall.get("invalid_verdict_share", 0.0)
         console.print(
             f"  [dim]{'judge':>12}[/dim]  {int(overall['n_judged'])} judged, "
-            f"{failures} failures, {unverified} unverified evidence quotes"
+            f"{failures} failures, {share:.1%} invalid replies, "
+            f"{unverified} unverified evidence quotes"
         )
+        if self.agreement is not None:
+            self._print_agreement(console, self.agreement)
+
+    def _print_agreement(self, console: Console, agreement: Agreement) -> None:
+        cells = [
+            f"{name} {_cell(name, agreement.rate(name))} "
+            f"(kappa {_cell(name, agreement.kappa(name))})"
+            for name in agreement.measures
+        ]
+        console.print(
+            f"  [dim]{'agreement':>12}[/dim]  {', '.join(cells) or 'no case compared'} "
+            f"over {agreement.compared('all')} cases"
+        )
+        flagged = agreement.below_floor(self.floors)
+        if flagged:
+            console.print(f"  [bold red]{'below floor':>12}[/bold red]  {'; '.join(flagged)}")
 
 
-COUNTS = frozenset({"n_judged", "judge_failures", "evidence_unverified"})
+def _model_tags(model: ModelInfo, keys: tag.ModelTags) -> dict[str, str]:
+    return {
+        keys.name: model.name,
+        keys.served_id: model.served_id,
+        keys.digest: model.digest or "none",
+        keys.digest_source: model.digest_source,
+        keys.version: model.version,
+    }
+
+
+def _describe(model: ModelInfo) -> str:
+    digest = f"{model.digest_source} {model.digest[:12]}" if model.digest else "no digest"
+    served = f", served as {model.served_id}" if model.served_id != model.name else ""
+    return f"{model.name} ({digest}{served})"
 
 
 def _cell(name: str, value: float | None) -> str:

@@ -1,10 +1,12 @@
-"""The judge stage of a run: prepare (validate models and rubric before any work), then for
-every evaluated case pack the context, generate, judge, verify the evidence quote, apply
-the rubric's refusal rule, and summarize.
+"""The judge stage of a run: prepare (validate the rubric, the answers and human-verdict
+files, and look both models up on the server, before any work), then for every evaluated
+case pack the context, answer, judge, verify the evidence quote, apply the rubric's refusal
+rule, summarize and, with human verdicts, measure agreement.
 
-Model outputs are cached per (case, packed context hash, generator and judge model digests,
-rubric hash, sampling settings) in the run's stage cache (stage ``judge``), so a second run
-over the same contexts makes no model call.
+Model outputs are cached per (case, packed context hash, chat API and server version,
+generator and judge identity: name, served id, digest, listing hash; rubric hash, sampling
+settings) in the run's stage cache (stage ``judge``), so a second run over the same contexts
+makes no model call.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ragsweep.cache import StageCache
@@ -21,13 +23,16 @@ from ragsweep.config import result_fields
 from ragsweep.evaluate import CaseResult
 from ragsweep.golden import GoldenCase
 from ragsweep.hashing import sha256_json
-from ragsweep.judge.calls import ModelOutput, Models
+from ragsweep.judge.agreement import compare, load_human
+from ragsweep.judge.answers import FixedAnswers, load_answers
+from ragsweep.judge.calls import AnswerSource, FileAnswers, GeneratorModel, ModelOutput, Models
 from ragsweep.judge.config import JudgeConfig, Rubric, load_rubric
 from ragsweep.judge.context import PackedContext, coverages, pack_context
 from ragsweep.judge.results import CaseJudgment, JudgeOutcome, ModelInfo
 from ragsweep.progress import progress_bar
+from ragsweep.remote.chat import ChatApi, ChatServer
+from ragsweep.remote.chat_apis import CHAT_APIS
 from ragsweep.remote.http import RetryPolicy
-from ragsweep.remote.ollama import OllamaModel, lookup_model, ollama_client
 
 log = logging.getLogger(__name__)
 CACHE_STAGE = "judge"
@@ -40,13 +45,22 @@ class SelfPreferenceWarning(UserWarning):
 
 @dataclass(frozen=True)
 class JudgeStage:
-    """A validated, ready judge: config, rubric and both models as the server knows them."""
+    """A validated, ready judge: config, rubric, the answer source and the judge model as
+    the server knows them, the server's version, and the human verdicts (if configured)."""
 
     cfg: JudgeConfig
     rubric: Rubric
     models: Models
-    generator: OllamaModel
-    judge: OllamaModel
+    generator: ModelInfo
+    judge: ModelInfo
+    server_version: str
+    fixed_answers: FixedAnswers | None = None
+    human: dict[str, dict[str, Any]] | None = None
+
+    def check_cases(self, cases: Sequence[GoldenCase]) -> None:
+        """Fail before any retrieval or model call when fixed answers miss a case."""
+        if self.fixed_answers is not None:
+            self.fixed_answers.check_covers(c.id for c in cases)
 
     def run(
         self,
@@ -56,6 +70,7 @@ class JudgeStage:
         cache: StageCache,
     ) -> JudgeOutcome:
         """Judge every case from its own retrieved chunks (never the rest of the corpus)."""
+        self.check_cases(cases)
         by_id = {c.id: c for c in chunks}
         judgments = []
         with progress_bar("generating and judging", len(cases)) as advance:
@@ -68,12 +83,15 @@ class JudgeStage:
                     log.warning("judge failure on case %s: %s", case.id, output.failure)
                 judgments.append(self.judgment(case, result, packed, output))
                 advance(1)
+        records = {j.case_id: j.to_json() for j in judgments}
         return JudgeOutcome(
             judgments=tuple(judgments),
-            generator=ModelInfo(self.generator.name, self.generator.digest),
-            judge=ModelInfo(self.judge.name, self.judge.digest),
+            generator=self.generator,
+            judge=self.judge,
             rubric_digest=self.rubric.digest,
             cfg=self.cfg,
+            server_version=self.server_version,
+            agreement=compare(records, self.human) if self.human is not None else None,
         )
 
     def outputs(self, case: GoldenCase, packed: PackedContext, cache: StageCache) -> ModelOutput:
@@ -81,20 +99,23 @@ class JudgeStage:
         return cache.json_value(
             CACHE_STAGE,
             self.cache_key(case, packed),
-            lambda: self.models.run(case.question, packed),
+            lambda: self.models.run(case, packed),
             ModelOutput.to_json,
             ModelOutput.from_json,
         )
 
     def cache_key(self, case: GoldenCase, packed: PackedContext) -> str:
+        """Everything an output depends on: the case and its context, the server, both
+        models' identities, the rubric and the sampling settings."""
         return sha256_json(
             {
                 "case": {"id": case.id, "question": case.question},
                 "context": packed.digest,
-                "generator": [self.generator.name, self.generator.digest],
-                "judge": [self.judge.name, self.judge.digest],
+                "server": {"api": self.cfg.api, "version": self.server_version},
+                "generator": asdict(self.generator),
+                "judge": asdict(self.judge),
                 "rubric": self.rubric.digest,
-                "temperature": 0,
+                "temperature": self.cfg.temperature,
                 "settings": result_fields(self.cfg),
             }
         )
@@ -133,6 +154,12 @@ class JudgeStage:
             rule=rule,
             failure=output.failure,
             attempts=output.attempts,
+            invalid=output.invalid,
+            output_mode=output.output_mode,
+            constrained=output.constrained,
+            answer_seconds=output.answer_seconds,
+            judge_seconds=output.judge_seconds,
+            answer_truncated=output.answer_truncated,
         )
 
 
@@ -143,23 +170,33 @@ def _evidence_status(quote: str, packed: PackedContext) -> str:
 
 
 def prepare_judge(cfg: JudgeConfig) -> JudgeStage | None:
-    """Check the rubric and that both models exist on the server (a round trip), before
-    any retrieval work; None when ``judge.enabled`` is false."""
+    """Check the rubric, the answers and human-verdict files, and that the models exist on
+    the server (round trips), before any retrieval work; None when ``judge.enabled`` is
+    false."""
     if not cfg.enabled:
         return None
     rubric = load_rubric(cfg.rubric)
-    policy = RetryPolicy.of(cfg)
-    client = ollama_client(
-        cfg.base_url, policy, list(dict.fromkeys([cfg.generator, cfg.judge])), "judge.base_url"
+    fixed = load_answers(cfg.answers) if cfg.answers else None
+    human = load_human(cfg.human) if cfg.human else None
+    roles = [cfg.judge] if fixed else [cfg.generator, cfg.judge]
+    server = ChatServer(
+        cfg.base_url, RetryPolicy.of(cfg), cfg.api_key_env, tuple(dict.fromkeys(roles))
     )
-    generator = lookup_model(client, cfg.generator, "completion")
-    judge = lookup_model(client, cfg.judge, "completion")
-    if generator.digest == judge.digest:
+    api = CHAT_APIS.get(cfg.api)(server)
+    answers = FileAnswers(fixed) if fixed else _generator(api, cfg, rubric)
+    judge = api.describe(cfg.judge)
+    version = api.server_version()
+    if fixed is None and answers.info.fingerprint == judge.fingerprint:
         warnings.warn(
             f"judge.generator={cfg.generator!r} and judge.judge={cfg.judge!r} are the same model "
-            f"(digest {judge.digest[:12]}): a model judging its own answers tends to favour "
+            f"({judge.fingerprint[:24]}): a model judging its own answers tends to favour "
             "them (self-preference bias); use a different judge model",
             SelfPreferenceWarning,
             stacklevel=2,
         )
-    return JudgeStage(cfg, rubric, Models(client, cfg, rubric), generator, judge)
+    models = Models(answers, api, judge, cfg, rubric)
+    return JudgeStage(cfg, rubric, models, answers.info, judge, version, fixed, human)
+
+
+def _generator(api: ChatApi, cfg: JudgeConfig, rubric: Rubric) -> AnswerSource:
+    return GeneratorModel(api, api.describe(cfg.generator), rubric, cfg)

@@ -139,6 +139,10 @@ class RunStore:
         found = self.search(f"{filter_string} AND {complete}" if filter_string else complete, 1)
         return found[0] if found else None
 
+    def artifact_text(self, run_id: str, path: str) -> str:
+        """The text of artifact ``path`` of run ``run_id`` (RunLookupError if absent)."""
+        return self._artifact_text(run_id, path)
+
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
         self.client.log_text(run_id, text, artifact_file)
 

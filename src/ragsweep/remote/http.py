@@ -9,12 +9,13 @@ may hold an API key) never appear in messages or logs.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ragsweep.errors import BackendError
+from ragsweep.errors import BackendError, ConfigError
 
 if TYPE_CHECKING:
     import requests
@@ -53,6 +54,20 @@ class RetryPolicy:
             (options.retries >= 0, "retries", ">= 0"),
             (options.backoff >= 0, "backoff", ">= 0 seconds"),
         )
+
+
+def auth_headers(api_key_env: str | None, key: str) -> dict[str, str]:
+    """The ``Authorization: Bearer`` header from the environment variable ``api_key_env``
+    (none when it is not configured); ``key`` is the config key naming the variable, for the
+    error when it is unset. The key itself never leaves the header."""
+    if not api_key_env:
+        return {}
+    value = os.environ.get(api_key_env, "")
+    if not value:
+        raise ConfigError(
+            f"{key}={api_key_env!r}, but the environment variable {api_key_env} is not set"
+        )
+    return {"Authorization": f"Bearer {value}"}
 
 
 class ServerUnreachable(BackendError):

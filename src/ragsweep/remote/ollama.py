@@ -1,9 +1,9 @@
 """Ollama's HTTP API (``/api/show``, ``/api/tags``, ``/api/version``, ``/api/embed``,
-``/api/chat``) and the ``ollama`` embedding backend.
+``/api/chat``): the ``ollama`` embedding backend and the ``ollama`` chat API of the judge.
 
 A model's identity comes from the server: ``/api/show`` says whether the model exists and
 what it can do, ``/api/tags`` gives the digest of its manifest, which changes when a new
-version of the same tag is pulled. See docs/ollama.md.
+version of the same tag is pulled. See docs/embeddings.md and docs/judge.md.
 """
 
 from __future__ import annotations
@@ -16,15 +16,28 @@ from typing import Any
 from ragsweep.config import EmbeddingConfig, not_hashed
 from ragsweep.encoding import ModelIdentity, options_for
 from ragsweep.errors import BackendError
+from ragsweep.remote.chat import (
+    CHAT_APIS,
+    ChatReply,
+    ChatServer,
+    Messages,
+    OutputMode,
+    Sampling,
+    ServedChatModel,
+)
 from ragsweep.remote.encoder import RemoteEncoder, ServedModel, ServerOptions, required_model
-from ragsweep.remote.http import HttpStatusError, JsonClient, RetryPolicy
+from ragsweep.remote.http import HttpStatusError, JsonClient, RetryPolicy, auth_headers
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434"
 _THINKING = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
 
 
 def ollama_client(
-    base_url: str, policy: RetryPolicy, models: Sequence[str], key: str
+    base_url: str,
+    policy: RetryPolicy,
+    models: Sequence[str],
+    key: str,
+    headers: Mapping[str, str] | None = None,
 ) -> JsonClient:
     """A client for the Ollama server at ``base_url``; ``key`` is the config key that sets
     the URL, named in the hint when the server cannot be reached."""
@@ -36,6 +49,7 @@ def ollama_client(
         label=f"Ollama server (model{'s' if len(models) > 1 else ''} {names})",
         hint=f"Start it with `ollama serve`, pull the model with {pulls}, or set {key} "
         "to the URL of a running server.",
+        headers=headers,
     )
 
 
@@ -101,32 +115,73 @@ def server_version(client: JsonClient) -> str:
     return version if isinstance(version, str) and version else "unknown"
 
 
-def chat(
-    client: JsonClient,
-    model: str,
-    messages: Sequence[Mapping[str, str]],
-    options: Mapping[str, Any],
-    json_format: bool,
-) -> str:
-    """One non-streamed ``/api/chat`` turn; returns the assistant's text (a leading
-    ``<think>`` block of reasoning models removed)."""
-    payload: dict[str, Any] = {
-        "model": model,
-        "messages": list(messages),
-        "stream": False,
-        "options": dict(options),
-    }
-    if json_format:
-        payload["format"] = "json"
-    answer = client.post("/api/chat", payload)
-    message = answer.get("message") if isinstance(answer, dict) else None
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, str):
-        raise BackendError(
-            f"the Ollama server at {client.url('/api/chat')} (model {model!r}) answered "
-            "without message.content"
+class OllamaChatApi:
+    """``judge.api=ollama``: ``/api/chat`` of an Ollama server. JSON output is asked for with
+    the verdict's JSON schema in ``format`` (Ollama 0.5 and later constrain the output to it),
+    else with ``format: json``."""
+
+    api: str = "ollama"
+    json_modes: tuple[OutputMode, ...] = (
+        OutputMode("ollama-format-schema", True, lambda body, schema: _set(body, dict(schema))),
+        OutputMode("ollama-format-json", False, lambda body, schema: _set(body, "json")),
+    )
+
+    def __init__(self, server: ChatServer) -> None:
+        headers = auth_headers(server.api_key_env, server.key_env_key)  # for a proxy in front
+        self.client = ollama_client(
+            server.base_url, server.policy, server.models, server.url_key, headers
         )
-    return _THINKING.sub("", content)
+        self.base_url = self.client.base_url
+
+    def server_version(self) -> str:
+        return server_version(self.client)
+
+    def describe(self, model: str) -> ServedChatModel:
+        found = lookup_model(self.client, model, "completion")
+        return ServedChatModel(found.name, found.name, found.digest, "ollama-manifest", "-")
+
+    def chat(
+        self,
+        model: str,
+        messages: Messages,
+        sampling: Sampling,
+        mode: OutputMode | None,
+        schema: Mapping[str, Any] | None,
+    ) -> ChatReply:
+        """One non-streamed ``/api/chat`` turn (a leading ``<think>`` block removed)."""
+        options = {
+            "temperature": sampling.temperature,
+            "seed": sampling.seed,
+            "num_ctx": sampling.num_ctx,
+            "num_predict": sampling.max_tokens,
+        }
+        payload: dict[str, Any] = {
+            "model": model,
+            "messages": list(messages),
+            "stream": False,
+            "options": options,
+        }
+        if mode is not None:
+            mode.apply(payload, schema or {})
+        answer = self.client.post("/api/chat", payload)
+        message = answer.get("message") if isinstance(answer, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            raise BackendError(
+                f"the Ollama server at {self.client.url('/api/chat')} (model {model!r}) "
+                "answered without message.content"
+            )
+        return ChatReply(
+            _THINKING.sub("", content),
+            answer.get("done_reason") == "length",
+        )
+
+
+def _set(body: dict[str, Any], value: Any) -> None:
+    body["format"] = value
+
+
+CHAT_APIS.add("ollama", OllamaChatApi)
 
 
 # --- the `ollama` embedding backend ------------------------------------------------------

@@ -4,7 +4,7 @@
 Such servers give no weight digest. The identity is the model id, a hash of the model's
 ``/v1/models`` entry (without its volatile ``created`` time) when the server lists models,
 and the dimension observed on a probe text: weaker than Ollama's digest, since new weights
-served under the same id with the same metadata go unnoticed (docs/ollama.md).
+served under the same id with the same metadata go unnoticed (docs/embeddings.md).
 
 An API key is read from the environment variable named by ``embedding.options.api_key_env``
 and only ever sent as a request header: it is never part of the config, the identity, the
@@ -13,7 +13,6 @@ logged params or any artifact.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,7 @@ from ragsweep.encoding import ModelIdentity, options_for
 from ragsweep.errors import BackendError, ConfigError
 from ragsweep.hashing import sha256_json
 from ragsweep.remote.encoder import RemoteEncoder, ServedModel, ServerOptions, required_model
-from ragsweep.remote.http import HttpStatusError, JsonClient
+from ragsweep.remote.http import HttpStatusError, JsonClient, auth_headers
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
 VOLATILE_MODEL_FIELDS = frozenset({"created"})
@@ -51,17 +50,67 @@ def read_options(cfg: EmbeddingConfig) -> OpenAICompatOptions:
     return options
 
 
-def auth_headers(api_key_env: str | None) -> dict[str, str]:
-    """The ``Authorization`` header from ``$api_key_env`` (none when not configured)."""
-    if not api_key_env:
-        return {}
-    key = os.environ.get(api_key_env, "")
-    if not key:
-        raise ConfigError(
-            f"embedding.options.api_key_env={api_key_env!r}, but the environment variable "
-            f"{api_key_env} is not set"
+class OpenAIServer:
+    """Calls to one OpenAI-compatible server, shared by embeddings and chat: 401/403 answers
+    become errors that name the API key's environment variable (never the key), and the
+    ``/models`` listing says which model ids are served.
+
+    ``key_env_key`` and ``model_key`` are the config keys of the key variable and of the
+    model, named in errors."""
+
+    def __init__(
+        self, client: JsonClient, api_key_env: str | None, key_env_key: str, model_key: str
+    ) -> None:
+        self.client = client
+        self.api_key_env = api_key_env
+        self.key_env_key = key_env_key
+        self.model_key = model_key
+
+    def call(self, send: Callable[[], Any], where: str) -> Any:
+        """``send()``, with an authentication failure explained."""
+        try:
+            return send()
+        except HttpStatusError as exc:
+            if exc.status not in _AUTH_FAILURES:
+                raise
+            source = (
+                f"the key in ${self.api_key_env} ({self.key_env_key})"
+                if self.api_key_env
+                else f"no API key (set {self.key_env_key} to the environment variable that "
+                "holds one)"
+            )
+            raise BackendError(
+                f"{where} refused the request (HTTP {exc.status}: {exc.detail}); sent {source}"
+            ) from None
+
+    def model_entry(self, model: str) -> dict[str, Any] | None:
+        """``model``'s ``/models`` entry; None when the server has no model listing. A model
+        the server does not list is an error naming the ids it serves."""
+        try:
+            listing = self.call(lambda: self.client.get("/models"), self.client.url("/models"))
+        except HttpStatusError as exc:
+            if exc.status in (404, 405, 501):
+                return None
+            raise
+        entries = listing.get("data") if isinstance(listing, dict) else None
+        if not isinstance(entries, list):
+            return None
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("id") == model:
+                return entry
+        served = ", ".join(str(e.get("id")) for e in entries if isinstance(e, dict))
+        raise BackendError(
+            f"the server at {self.client.url('/models')} does not serve model {model!r} "
+            f"(it serves: {served or 'nothing'}); set {self.model_key} to one of these ids"
         )
-    return {"Authorization": f"Bearer {key}"}
+
+
+def entry_version(entry: dict[str, Any] | None) -> str:
+    """``models:<hash>`` of a ``/models`` entry without its volatile fields, or ``unlisted``."""
+    if entry is None:
+        return "unlisted"
+    stable = {k: v for k, v in entry.items() if k not in VOLATILE_MODEL_FIELDS}
+    return f"models:{sha256_json(stable)[:16]}"
 
 
 class OpenAICompatApi:
@@ -71,68 +120,30 @@ class OpenAICompatApi:
 
     def __init__(self, model: str, options: OpenAICompatOptions) -> None:
         self.model = model
-        self.api_key_env = options.api_key_env
-        self.client = JsonClient(
+        key_env_key = "embedding.options.api_key_env"
+        client = JsonClient(
             options.base_url,
             options.policy,
             label=f"OpenAI-compatible embedding server (model {model!r})",
             hint="Start the server (llama.cpp, vLLM, TEI, ...) or set embedding.options.base_url "
             "to its URL, including the /v1 prefix.",
-            headers=auth_headers(options.api_key_env),
+            headers=auth_headers(options.api_key_env, key_env_key),
         )
-        self.where = f"{self.client.url('/embeddings')} (model {model!r})"
+        self.server = OpenAIServer(client, options.api_key_env, key_env_key, "embedding.model")
+        self.client = client
+        self.where = f"{client.url('/embeddings')} (model {model!r})"
 
     def describe(self) -> ServedModel:
-        entry = self._listed_entry()
-        if entry is None:
-            return ServedModel(self.model, "unlisted", None)
-        stable = {k: v for k, v in entry.items() if k not in VOLATILE_MODEL_FIELDS}
-        return ServedModel(self.model, f"models:{sha256_json(stable)[:16]}", None)
+        return ServedModel(self.model, entry_version(self.server.model_entry(self.model)), None)
 
     def embed(self, texts: Sequence[str]) -> list[Any]:
         payload = {"model": self.model, "input": list(texts), "encoding_format": "float"}
-        answer = self._call(lambda: self.client.post("/embeddings", payload))
+        answer = self.server.call(lambda: self.client.post("/embeddings", payload), self.where)
         data = answer.get("data") if isinstance(answer, dict) else None
         if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
             raise BackendError(f"{self.where} answered without a 'data' list")
         ordered = sorted(data, key=lambda d: d.get("index", 0))
         return [d.get("embedding") for d in ordered]
-
-    def _listed_entry(self) -> dict[str, Any] | None:
-        """This model's ``/models`` entry; None when the server has no model listing."""
-        try:
-            listing = self._call(lambda: self.client.get("/models"))
-        except HttpStatusError as exc:
-            if exc.status in (404, 405, 501):
-                return None
-            raise
-        entries = listing.get("data") if isinstance(listing, dict) else None
-        if not isinstance(entries, list):
-            return None
-        for entry in entries:
-            if isinstance(entry, dict) and entry.get("id") == self.model:
-                return entry
-        served = ", ".join(str(e.get("id")) for e in entries if isinstance(e, dict))
-        raise BackendError(
-            f"the server at {self.client.url('/models')} does not serve model {self.model!r} "
-            f"(it serves: {served or 'nothing'}); set embedding.model to one of these ids"
-        )
-
-    def _call(self, send: Callable[[], Any]) -> Any:
-        try:
-            return send()
-        except HttpStatusError as exc:
-            if exc.status not in _AUTH_FAILURES:
-                raise
-            source = (
-                f"the key in ${self.api_key_env} (embedding.options.api_key_env)"
-                if self.api_key_env
-                else "no API key (set embedding.options.api_key_env to the environment "
-                "variable that holds one)"
-            )
-            raise BackendError(
-                f"{self.where} refused the request (HTTP {exc.status}: {exc.detail}); sent {source}"
-            ) from None
 
 
 class OpenAICompatEncoder(RemoteEncoder):
