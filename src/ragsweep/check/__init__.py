@@ -19,6 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from ragsweep.appconfig import project_sweeps_dir
 from ragsweep.check.compose import Composer, composer
 from ragsweep.check.config import ConfigCheck, check_config
 from ragsweep.check.golden import check_golden
@@ -57,7 +60,8 @@ def run_checks(overrides: Sequence[str]) -> Findings:
         found.facts.config = config
         _check_data(config, found)
         _check_store(config, found)
-        _check_sweep(c, config, overrides, found)
+        sweeps_dir = OmegaConf.select(cfg, "hydra.sweeper.sweeps_dir", default=None)
+        _check_sweep(c, config, overrides, Path(sweeps_dir or project_sweeps_dir()), found)
     return found
 
 
@@ -104,13 +108,13 @@ def _check_store(config: ConfigCheck, found: Findings) -> None:
 
 
 def _check_sweep(
-    c: Composer, config: ConfigCheck, overrides: Sequence[str], found: Findings
+    c: Composer, config: ConfigCheck, overrides: Sequence[str], sweeps_dir: Path, found: Findings
 ) -> None:
+    """The sweep file named by ``sweep=NAME``, looked up as the sweeper would."""
     name = (config.data or {}).get("sweep")
     if not name:
         return
-    root = Path((config.data or {}).get("paths", {}).get("root_dir", "."))
-    checked = check_sweep(c, str(name), overrides, root / "sweeps")
+    checked = check_sweep(c, str(name), overrides, sweeps_dir)
     found.problems += checked.problems
     found.facts.sweep = checked
 
