@@ -206,6 +206,12 @@ min_improvement: 0.01
 
 def _readme(name: str, corpus: Path, golden: Path, template: Path, examples: bool) -> str:
     overrides = f"corpus={name} golden={name}"
+    questions = (
+        f"Replace the example cases in `{golden.name}` with your questions"
+        if template == golden
+        else f"Write your questions into `{golden}`, starting from the examples in "
+        f"`{template.name}`"
+    )
     docs = (
         f"- `{corpus.name}/example.md`, `{corpus.name}/faq.md`: example documents; replace "
         "them with yours.\n"
@@ -226,9 +232,9 @@ store, caches) go to `outputs/` here.
 ## Next steps
 
 1. Put your documents in `{corpus}` (or edit `conf/corpus/{name}.yaml`).
-2. Write your questions into `{golden.name}`, starting from the examples in
-   `{template.name}`: quote the passage that answers each question (the format is in
-   ragsweep's docs/formats.md).
+2. {questions}.
+   For each question, quote the passage that answers it (the format is in ragsweep's
+   docs/formats.md).
 3. Check everything without running anything:
 
        ragsweep check {overrides} sweep={name}
@@ -240,9 +246,10 @@ store, caches) go to `outputs/` here.
 
 5. Compare the runs: `mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db`.
 
-Any file you put under `conf/` replaces or adds to ragsweep's defaults with the same
-group and name, e.g. `conf/eval/default.yaml`; `ragsweep --cfg job {overrides}` prints the
-composed config.
+A file under `conf/` adds an option to ragsweep's defaults or replaces the one with the
+same group and name (e.g. `conf/eval/default.yaml`). This prints the composed config:
+
+    ragsweep --cfg job {overrides}
 """
 
 
