@@ -9,7 +9,7 @@ RUN ?=
 SLACK ?= 0.05
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run sweep test lint format ui import-squad run-squad bench clean
+.PHONY: help setup run sweep test test-fast test-wheel lint format ui import-squad run-squad bench clean
 .PHONY: promote compare gate ratchet nightly release-demo
 
 help: ## List the targets
@@ -52,8 +52,14 @@ release-demo: setup ## Demo flow: default run, sweep, promote both, compare them
 	$(BIN)/ragsweep-compare $$base $$cand
 	$(BIN)/pytest -m quality tests/quality
 
-test: setup ## Run the test suite (what CI runs)
+test: setup ## Run the test suite (what CI runs), the wheel test included
 	$(BIN)/pytest -q
+
+test-fast: setup ## The test suite without the wheel test (pytest -m 'not quality and not wheel')
+	$(BIN)/pytest -q -m 'not quality and not wheel'
+
+test-wheel: setup ## Build the wheel, install it in a fresh venv, run it from empty dirs (docs/install.md)
+	$(BIN)/pytest -q -m wheel tests/test_wheel.py
 
 lint: setup ## ruff (lint + format check) and mypy
 	$(BIN)/ruff check src tests bench

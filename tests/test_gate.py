@@ -16,6 +16,7 @@ from ragsweep.release.store import RunStore
 from ragsweep.release.thresholds import (
     Thresholds,
     default_path,
+    header_comment,
     load_thresholds,
     ratchet,
     render_thresholds,
@@ -145,6 +146,33 @@ def test_ratchet_cli_writes_floors_from_a_holdout_run(
         gate_main(["ratchet", tuning_id, *common])
     assert exit_info.value.code == 2
     assert "ratchet from a promoted (holdout) run" in capsys.readouterr().err
+
+
+def test_ratchet_writes_the_projects_thresholds_never_the_packaged_ones(
+    promoted: tuple[RunStore, str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store, _, holdout_id = promoted
+    project = tmp_path / "user-project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("RAGSWEEP_ROOT", raising=False)
+    monkeypatch.delenv("RAGSWEEP_GATE_THRESHOLDS", raising=False)
+    packaged = REPO / "conf" / "gate" / "thresholds.yaml"
+    shipped = packaged.read_bytes()
+    assert default_path() == packaged  # the project has no thresholds of its own yet
+
+    with pytest.raises(SystemExit) as exit_info:
+        gate_main(["ratchet", holdout_id, "--tracking-uri", store.uri])
+    assert exit_info.value.code == 0
+    own = project / "conf" / "gate" / "thresholds.yaml"
+    assert f"wrote {own}" in capsys.readouterr().out
+    assert packaged.read_bytes() == shipped
+    assert default_path() == own
+    assert own.read_text(encoding="utf-8").startswith(header_comment(shipped.decode("utf-8")))
+    assert load_thresholds(own).floors.keys() == load_thresholds(packaged).floors.keys()
 
 
 def run_quality_gate(

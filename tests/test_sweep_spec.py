@@ -119,11 +119,26 @@ def test_invalid_sweep_files_name_file_and_key(tmp_path: Path, text: str, messag
 
 def test_resolve_sweep_path(tmp_path: Path) -> None:
     write(tmp_path, "axes: [{chunking: [fixed]}]\n", "mine.yaml")
-    assert resolve_sweep_path("mine", tmp_path) == (tmp_path / "mine.yaml").resolve()
+    assert resolve_sweep_path("mine", [tmp_path]) == (tmp_path / "mine.yaml").resolve()
     other = write(tmp_path, "axes: [{chunking: [fixed]}]\n", "elsewhere.yaml")
-    assert resolve_sweep_path(str(other), tmp_path / "nowhere") == other.resolve()
-    with pytest.raises(SweepFileError, match=r"sweep=nope: no sweep file .* mine"):
-        resolve_sweep_path("nope", tmp_path)
+    assert resolve_sweep_path(str(other), [tmp_path / "nowhere"]) == other.resolve()
+    with pytest.raises(SweepFileError, match=r"sweep=mien: no sweep file .* mine.*'mine'\?"):
+        resolve_sweep_path("mien", [tmp_path])
+
+
+def test_sweep_names_are_looked_up_in_order(tmp_path: Path) -> None:
+    """The project's sweeps/ first, then the bundled ones (ragsweep.appconfig.sweep_dirs)."""
+    project, bundled = tmp_path / "project", tmp_path / "bundled"
+    project.mkdir()
+    bundled.mkdir()
+    write(project, "axes: [{chunking: [fixed]}]\n", "chunking.yaml")
+    write(bundled, "axes: [{chunking: [heading]}]\n", "chunking.yaml")
+    write(bundled, "axes: [{chunking: [paragraph]}]\n", "other.yaml")
+    dirs = [project, bundled]
+    assert resolve_sweep_path("chunking", dirs) == (project / "chunking.yaml").resolve()
+    assert resolve_sweep_path("other", dirs) == (bundled / "other.yaml").resolve()
+    with pytest.raises(SweepFileError, match=r"\(sweeps: chunking, other\)"):
+        resolve_sweep_path("none", dirs)
 
 
 @pytest.mark.parametrize(

@@ -1,40 +1,115 @@
-"""Where the Hydra config comes from, and how it is turned into plain data.
+"""Where the Hydra config and the bundled data come from, and how config is turned into
+plain data. This module is the only place that knows these locations (docs/install.md).
+
+- **Packaged defaults**: the config groups (``conf/``), the bundled sweep files
+  (``sweeps/``) and the demo data (``demo/``) ship inside the package as
+  ``ragsweep._data`` (the repository's own folders, read in place by an editable install).
+  Hydra reads the defaults as ``pkg://ragsweep._data.conf``.
+- **The project**: ``$RAGSWEEP_ROOT``, else the current directory. Its ``conf/`` and any
+  ``--config-dir`` (or ``$RAGSWEEP_CONF_DIR``) come before the defaults in Hydra's search
+  path (:mod:`hydra_plugins.ragsweep_searchpath`); its ``sweeps/`` before the bundled
+  sweeps; outputs go to its ``outputs/``.
 
 Library code (promotion, the gate, the sweeper, tests) composes configs through this module
-instead of importing the CLI. Nothing happens on import: the ``ragsweep_root`` resolver
-used by ``conf/paths`` is registered by :func:`register_resolvers`, which
-:func:`compose` and the CLI call.
+instead of importing the CLI. Nothing happens on import: the ``ragsweep_root`` and
+``ragsweep_data`` resolvers used by ``conf/paths`` are registered by
+:func:`register_resolvers`, which :func:`compose` and the CLI call.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+CONFIG_MODULE = "ragsweep._data.conf"
+CONFIG_PATH = f"pkg://{CONFIG_MODULE}"
+"""The packaged defaults as a Hydra config path (the app's primary config source)."""
+CONFIG_NAME = "config"
+
+ROOT_ENV = "RAGSWEEP_ROOT"
+CONF_DIRS_ENV = "RAGSWEEP_CONF_DIR"
+"""Extra config folders (``os.pathsep``-separated), searched first; ``--config-dir`` sets it."""
+
 ROOT_RESOLVER = "ragsweep_root"
+DATA_RESOLVER = "ragsweep_data"
+
+
+def data_dir() -> Path:
+    """The folder holding the packaged ``conf/``, ``sweeps/`` and ``demo/``: the
+    repository root in an editable install, ``<site-packages>/ragsweep/_data`` in a wheel."""
+    return Path(str(resources.files(CONFIG_MODULE))).resolve().parent
 
 
 def config_dir() -> Path:
-    """The Hydra config directory: ``$RAGSWEEP_CONF_DIR`` if set, else the ``conf/``
-    folder of the source tree this package was installed from (editable install)."""
-    if os.environ.get("RAGSWEEP_CONF_DIR"):
-        return Path(os.environ["RAGSWEEP_CONF_DIR"]).resolve()
-    return Path(__file__).resolve().parents[2] / "conf"
+    """The packaged config defaults (``conf/``) as a folder."""
+    return data_dir() / "conf"
+
+
+def bundled_sweeps_dir() -> Path:
+    """The sweep files that ship with ragsweep (``sweeps/``)."""
+    return data_dir() / "sweeps"
 
 
 def project_root() -> str:
-    """``$RAGSWEEP_ROOT`` or the folder holding the config directory (the repo root)."""
-    return os.environ.get("RAGSWEEP_ROOT") or str(config_dir().parent)
+    """The project: ``$RAGSWEEP_ROOT``, else the current directory (absolute)."""
+    return str(Path(os.environ.get(ROOT_ENV) or os.getcwd()).resolve())
+
+
+def project_sweeps_dir() -> Path:
+    """The project's own sweep files, looked up before the bundled ones."""
+    return Path(project_root()) / "sweeps"
+
+
+def override_config_dirs() -> list[Path]:
+    """Config folders searched before the packaged defaults, first match first:
+    ``$RAGSWEEP_CONF_DIR`` entries (``--config-dir``), then the project's ``conf/``.
+
+    Folders that do not exist are left out, and so is the packaged ``conf/`` itself (the
+    repository's, when ragsweep runs from its own checkout).
+    """
+    listed = [p for p in os.environ.get(CONF_DIRS_ENV, "").split(os.pathsep) if p]
+    candidates = [*(Path(p) for p in listed), Path(project_root()) / "conf"]
+    packaged = config_dir()
+    found: list[Path] = []
+    for candidate in candidates:
+        folder = candidate.expanduser().resolve()
+        if folder.is_dir() and folder != packaged and folder not in found:
+            found.append(folder)
+    return found
+
+
+def sweep_dirs(first: Path | None = None) -> list[Path]:
+    """Where sweep names are looked up, in order: ``first`` (the sweeper's
+    ``sweeps_dir``, by default the project's ``sweeps/``), then the bundled sweeps."""
+    dirs = [first if first is not None else project_sweeps_dir(), bundled_sweeps_dir()]
+    unique: list[Path] = []
+    for folder in dirs:
+        if folder.resolve() not in [u.resolve() for u in unique]:
+            unique.append(folder)
+    return unique
+
+
+def is_packaged_config(search_path: str) -> bool:
+    """Whether a Hydra search path entry is ragsweep's packaged defaults (as
+    ``pkg://`` or as the folder itself): the search path plugin acts only then."""
+    if search_path.rstrip("/") == CONFIG_PATH:
+        return True
+    folder = search_path.removeprefix("file://")
+    return folder != search_path and Path(folder).resolve() == config_dir()
 
 
 def register_resolvers() -> None:
-    """Register the ``${ragsweep_root:}`` resolver (once per process)."""
+    """Register the ``${ragsweep_root:}`` and ``${ragsweep_data:}`` resolvers (once per
+    process): the project root and the packaged data folder, as strings."""
     if not OmegaConf.has_resolver(ROOT_RESOLVER):
         OmegaConf.register_new_resolver(ROOT_RESOLVER, project_root)
+    if not OmegaConf.has_resolver(DATA_RESOLVER):
+        OmegaConf.register_new_resolver(DATA_RESOLVER, lambda: str(data_dir()))
 
 
 def plain_config(cfg: DictConfig) -> dict[str, Any]:
@@ -44,11 +119,12 @@ def plain_config(cfg: DictConfig) -> dict[str, Any]:
     return cast(dict[str, Any], container)
 
 
-def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
-    """Compose the config as ``ragsweep OVERRIDES...`` would, outside a Hydra app."""
+def compose(overrides: Sequence[str] = (), config_name: str = CONFIG_NAME) -> DictConfig:
+    """Compose the config as ``ragsweep OVERRIDES...`` would, outside a Hydra app (the
+    project's config folders included)."""
     from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from hydra import initialize_config_module
 
     register_resolvers()
-    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         return hydra_compose(config_name=config_name, overrides=list(overrides))

@@ -194,11 +194,14 @@ def _require(condition: bool, message: str) -> None:
 
 @dataclass(frozen=True)
 class PathsConfig:
-    """Every filesystem location ragsweep uses, in one place."""
+    """Every filesystem location ragsweep uses, in one place (``conf/paths``): the project
+    (``root_dir``, outputs and caches below it) and the packaged data (``data_dir``, the
+    demo data below it; never written to)."""
 
     root_dir: str = not_hashed()
     output_dir: str = not_hashed()
     cache_dir: str = not_hashed()
+    data_dir: str = not_hashed()
     demo_dir: str = not_hashed()
 
 

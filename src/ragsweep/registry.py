@@ -8,12 +8,18 @@ with the allowed names and the closest match.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 from ragsweep.errors import ConfigError
 
 T = TypeVar("T")
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` naming the closest of ``choices`` to ``name``, or ``""``."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class Registry(Generic[T]):
@@ -46,9 +52,7 @@ class Registry(Generic[T]):
 
     def unknown_message(self, name: str) -> str:
         allowed = ", ".join(sorted(self._items))
-        close = difflib.get_close_matches(name, list(self._items), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"{self.key}={name!r} is not one of: {allowed}{hint}"
+        return f"{self.key}={name!r} is not one of: {allowed}{did_you_mean(name, self._items)}"
 
     def names(self) -> list[str]:
         return sorted(self._items)

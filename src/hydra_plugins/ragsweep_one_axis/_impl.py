@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ragsweep import tags as tag
-from ragsweep.appconfig import plain_config
+from ragsweep.appconfig import plain_config, sweep_dirs
 from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError, RagsweepError
 from ragsweep.golden import load_golden
@@ -170,7 +170,7 @@ class OneAxisSweeperImpl:
             return self.grid.sweep(arguments)
         assert self.sweep_name and self.config is not None
         try:
-            spec = load_sweep(resolve_sweep_path(self.sweep_name, self.sweeps_dir))
+            spec = load_sweep(resolve_sweep_path(self.sweep_name, sweep_dirs(self.sweeps_dir)))
             return _SweepRun(self, spec, arguments).run()
         except RagsweepError as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -41,6 +41,7 @@ from ragsweep.release.store import (
 from ragsweep.release.thresholds import (
     default_path,
     load_thresholds,
+    project_path,
     ratchet,
     save_thresholds,
 )
@@ -214,7 +215,8 @@ def _ratchet(store: RunStore, path: Path, args: argparse.Namespace) -> int:
         add=args.metric,
         source=f"run {run.run_id}",
     )
-    save_thresholds(path, thresholds)
+    target = args.thresholds or project_path()  # never the packaged defaults
+    save_thresholds(target, thresholds, source=path)
     rows = [
         [
             c.metric,
@@ -226,7 +228,7 @@ def _ratchet(store: RunStore, path: Path, args: argparse.Namespace) -> int:
         for c in changes
     ]
     print(markdown_table(["metric", "old floor", "run − slack", "new floor", "action"], rows))
-    print(f"\nwrote {path}")
+    print(f"\nwrote {target}")
     return 0
 
 

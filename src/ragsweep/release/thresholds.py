@@ -4,7 +4,9 @@ Floors are keyed by MLflow metric name: ``recall_at_5`` (overall), ``by_type/<ty
 (one question type) or ``by_type_min/<metric>`` (the weakest type). The ratchet sets each
 floor to a holdout run's value minus a slack and only ever raises floors unless explicitly
 allowed to lower them. The file is rewritten in a fixed, commented layout; the comment block
-at its top (up to the first blank line) is kept as written.
+at its top (up to the first blank line) is kept as written. The file in force is the
+project's ``conf/gate/thresholds.yaml`` when it exists, else the packaged default; the ratchet
+always writes the project's copy, never the installed package.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 import yaml
 
 from ragsweep import measures
-from ragsweep.appconfig import config_dir
+from ragsweep.appconfig import config_dir, project_root
 from ragsweep.config import load_config_file
 from ragsweep.errors import ConfigError
 from ragsweep.release.errors import ThresholdsError
@@ -93,9 +95,23 @@ class Thresholds:
             raise ConfigError(f"thresholds.max_decline={self.max_decline} must be >= 0")
 
 
+THRESHOLDS_FILE = Path("gate") / "thresholds.yaml"
+
+
+def project_path() -> Path:
+    """``$RAGSWEEP_GATE_THRESHOLDS``, else the project's ``conf/gate/thresholds.yaml``
+    (it may not exist yet): the file the ratchet writes."""
+    env = os.environ.get(THRESHOLDS_ENV)
+    return Path(env) if env else Path(project_root()) / "conf" / THRESHOLDS_FILE
+
+
 def default_path() -> Path:
-    """``$RAGSWEEP_GATE_THRESHOLDS``, else ``gate/thresholds.yaml`` in the config directory."""
-    return Path(os.environ.get(THRESHOLDS_ENV) or config_dir() / "gate" / "thresholds.yaml")
+    """The thresholds in force: :func:`project_path` if it exists, else the packaged
+    defaults (read-only; the ratchet writes the project's copy)."""
+    path = project_path()
+    if path.is_file() or os.environ.get(THRESHOLDS_ENV):
+        return path
+    return config_dir() / THRESHOLDS_FILE
 
 
 def load_thresholds(path: Path) -> Thresholds:
@@ -132,9 +148,11 @@ def render_thresholds(thresholds: Thresholds, header: str = "") -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def save_thresholds(path: Path, thresholds: Thresholds) -> None:
-    """Write ``thresholds`` to ``path``, keeping the file's top comment block."""
-    existing = path.read_text(encoding="utf-8") if path.is_file() else ""
+def save_thresholds(path: Path, thresholds: Thresholds, source: Path | None = None) -> None:
+    """Write ``thresholds`` to ``path``, keeping the top comment block of the file they were
+    read from (``source``, by default ``path`` itself)."""
+    source = source or path
+    existing = source.read_text(encoding="utf-8") if source.is_file() else ""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_thresholds(thresholds, header_comment(existing)), encoding="utf-8")
 

@@ -21,6 +21,7 @@ from ragsweep import measures
 from ragsweep.config import SWEEPABLE_GROUPS, check_all, from_mapping, read_yaml_mapping
 from ragsweep.errors import ConfigError
 from ragsweep.measures import Measure
+from ragsweep.registry import did_you_mean
 from ragsweep.sweep.select import (
     BEST,
     DECISIONS,
@@ -209,19 +210,23 @@ class SweepSpec:
         return params
 
 
-def resolve_sweep_path(name: str, sweeps_dir: Path) -> Path:
-    """``chunking`` → ``<sweeps_dir>/chunking.yaml``; a path (``a/b.yaml``) is used as is."""
+def resolve_sweep_path(name: str, sweeps_dirs: Sequence[Path]) -> Path:
+    """``chunking`` → the first ``<dir>/chunking.yaml`` of ``sweeps_dirs`` (the project's
+    ``sweeps/``, then the bundled sweeps: :func:`ragsweep.appconfig.sweep_dirs`); a path
+    (``a/b.yaml``) is used as is."""
     if "/" in name or name.endswith((".yaml", ".yml")):
-        path = Path(name).expanduser()
+        candidates = [Path(name).expanduser()]
     else:
-        path = sweeps_dir / f"{name}.yaml"
-    if not path.is_file():
-        available = sorted(p.stem for p in sweeps_dir.glob("*.yaml"))
-        listed = ", ".join(available) or "none"
-        raise SweepFileError(
-            f"sweep={name}: no sweep file at {path} (sweeps in {sweeps_dir}: {listed})"
-        )
-    return path.resolve()
+        candidates = [folder / f"{name}.yaml" for folder in sweeps_dirs]
+    for path in candidates:
+        if path.is_file():
+            return path.resolve()
+    available = sorted({p.stem for folder in sweeps_dirs for p in folder.glob("*.yaml")})
+    hint = did_you_mean(name, available)
+    where = ", ".join(str(c) for c in candidates)
+    raise SweepFileError(
+        f"sweep={name}: no sweep file at {where} (sweeps: {', '.join(available) or 'none'}){hint}"
+    )
 
 
 def load_sweep(path: Path) -> SweepSpec:

@@ -1,0 +1,89 @@
+"""Every problem of a golden file in one pass, for ``ragsweep check``.
+
+:func:`ragsweep.golden.load_golden` stops at the first problem. This module reads the file
+line by line and validates each case with the loader's own per-case validation
+(``ragsweep.golden._parse_case``), so the messages, rules and line numbers are the
+loader's; it reports every failing line, then duplicate ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragsweep.check.problems import Problem
+from ragsweep.config import GoldenConfig
+from ragsweep.corpus import Corpus
+from ragsweep.errors import GoldenError
+from ragsweep.golden import GoldenCase, GoldenSet, _parse_case, _read_bytes, _Where
+
+
+@dataclass(frozen=True)
+class GoldenCheck:
+    """The cases that validated (``golden`` is None when any line has a problem)."""
+
+    golden: GoldenSet | None
+    problems: tuple[Problem, ...]
+
+
+def check_golden(cfg: GoldenConfig, corpus: Corpus) -> GoldenCheck:
+    """Validate the golden file at ``cfg.path`` against ``corpus``, reporting every problem."""
+    path = Path(cfg.path)
+    try:
+        data = _read_bytes(path)
+        text = _decoded(path, data)
+    except GoldenError as exc:
+        return GoldenCheck(None, (Problem("", str(exc)),))
+    cases, problems = _cases(path, text, cfg.holdout_fraction, corpus)
+    problems += _duplicates(path, cases)
+    if not cases and not problems:
+        problems.append(Problem("", f"{path}: golden set contains no cases"))
+    if problems:
+        return GoldenCheck(None, tuple(problems))
+    digest = hashlib.sha256(data).hexdigest()
+    return GoldenCheck(GoldenSet(tuple(cases), str(path), digest), ())
+
+
+def _decoded(path: Path, data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line_no = data[: exc.start].count(b"\n") + 1
+        raise GoldenError(f"{path}:{line_no}: not valid UTF-8 ({exc.reason})") from None
+
+
+def _cases(
+    path: Path, text: str, holdout_fraction: float, corpus: Corpus
+) -> tuple[list[GoldenCase], list[Problem]]:
+    """Each line's case, or its problem (lines split on ``\\n`` only, like the loader)."""
+    cases: list[GoldenCase] = []
+    problems: list[Problem] = []
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            cases.append(_parse_case(record, _Where(str(path), line_no), holdout_fraction, corpus))
+        except json.JSONDecodeError as exc:
+            message = f"invalid JSON ({exc.msg} at column {exc.colno})"
+            problems.append(Problem(f"{path}:{line_no}", message))
+        except GoldenError as exc:
+            problems.append(Problem("", str(exc)))
+    return cases, problems
+
+
+def _duplicates(path: Path, cases: list[GoldenCase]) -> list[Problem]:
+    first: dict[str, int] = {}
+    problems = []
+    for case in cases:
+        if case.id in first:
+            problems.append(
+                Problem(
+                    f"{path}:{case.line}",
+                    f"case {case.id!r}: duplicate id (first defined on line {first[case.id]})",
+                )
+            )
+        first.setdefault(case.id, case.line)
+    return problems

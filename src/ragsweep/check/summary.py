@@ -1,0 +1,108 @@
+"""What ``ragsweep check`` prints: every problem, or a one-screen summary."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ragsweep.check.problems import Problem
+
+if TYPE_CHECKING:
+    from ragsweep.check.config import ConfigCheck
+    from ragsweep.check.sweeps import SweepCheck
+    from ragsweep.corpus import Corpus
+    from ragsweep.golden import GoldenSet
+
+SPLITS_SHOWN = ("tuning", "holdout")
+LABEL_WIDTH = 10
+
+
+@dataclass
+class Facts:
+    """What a clean check shows. ``chunks``: ``(chunking label, chunk count)`` pairs."""
+
+    config: ConfigCheck | None = None
+    corpus: Corpus | None = None
+    golden: GoldenSet | None = None
+    sweep: SweepCheck | None = None
+    store: str | None = None
+    chunks: list[tuple[str, int]] = field(default_factory=list)
+
+
+def render_problems(problems: Sequence[Problem]) -> str:
+    """``ragsweep check: N problem(s)`` and one line per problem."""
+    lines = [f"ragsweep check: {len(problems)} problem(s); nothing was run"]
+    lines += [f"  {problem}" for problem in problems]
+    return "\n".join(lines)
+
+
+def _section(label: str, lines: Sequence[str]) -> list[str]:
+    """``lines`` with ``label`` before the first one and the others indented alike."""
+    labels = [label, *[""] * (len(lines) - 1)]
+    return [f"{lab:<{LABEL_WIDTH}}{line}" for lab, line in zip(labels, lines, strict=True)]
+
+
+def _config_lines(config: ConfigCheck) -> list[str]:
+    assert config.resolved is not None and config.data is not None
+    resolved = config.resolved
+    cfg = resolved.cfg
+    return [
+        f"hash {resolved.config_hash[:12]}  embedding {resolved.model.describe()}  "
+        f"preprocess {'+'.join(cfg.preprocess.steps) or 'none'}",
+        f"objective {resolved.objective.name} on split {cfg.eval.split}; "
+        f"outputs under {config.data['paths']['output_dir']}",
+    ]
+
+
+def _golden_lines(golden: GoldenSet) -> list[str]:
+    """Cases per type (rows) and split (columns), with totals."""
+    counts = Counter((case.type, case.split) for case in golden.cases)
+    width = max([len("type"), *(len(t) for t in golden.types)])
+    header = f"  {'type':<{width}}" + "".join(f"{s:>9}" for s in SPLITS_SHOWN)
+    rows = [
+        f"  {kind:<{width}}" + "".join(f"{counts[kind, s]:>9}" for s in SPLITS_SHOWN)
+        for kind in golden.types
+    ]
+    totals = Counter(case.split for case in golden.cases)
+    total = f"  {'all':<{width}}" + "".join(f"{totals[s]:>9}" for s in SPLITS_SHOWN)
+    return [f"{len(golden.cases)} cases  {golden.path}", header, *rows, total]
+
+
+def _chunk_lines(chunks: Sequence[tuple[str, int]], sweeping: bool) -> list[str]:
+    width = max((len(label) for label, _ in chunks), default=0)
+    lines = [f"{label:<{width}}  {count:>7,}" for label, count in chunks]
+    if sweeping:
+        lines.append("(sweep values on the sweep's baseline; counted in memory, nothing indexed)")
+    return lines
+
+
+def _sweep_lines(sweep: SweepCheck) -> list[str]:
+    assert sweep.spec is not None
+    spec = sweep.spec
+    return [
+        f"{spec.name}  {spec.path}",
+        f"{len(spec.axes)} axes, {sweep.values} values; objective {spec.objective} "
+        f"({spec.direction}), min_improvement {spec.min_improvement:g}",
+    ]
+
+
+def render_summary(facts: Facts) -> str:
+    """The one-screen summary of a check without problems."""
+    lines = ["ragsweep check: no problems found; nothing was run", ""]
+    if facts.config is not None and facts.config.resolved is not None:
+        lines += _section("config", _config_lines(facts.config))
+    if facts.corpus is not None:
+        corpus = facts.corpus
+        about = f"{len(corpus)} documents, {corpus.n_chars:,} characters  {corpus.source}"
+        lines += _section("corpus", [about])
+    if facts.golden is not None:
+        lines += _section("golden", _golden_lines(facts.golden))
+    if facts.chunks:
+        lines += _section("chunks", _chunk_lines(facts.chunks, facts.sweep is not None))
+    if facts.sweep is not None and facts.sweep.spec is not None:
+        lines += _section("sweep", _sweep_lines(facts.sweep))
+    if facts.store is not None:
+        lines += _section("tracking", [facts.store])
+    return "\n".join(lines)
