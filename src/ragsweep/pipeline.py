@@ -16,7 +16,7 @@ import gc
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -31,6 +31,7 @@ from ragsweep.evaluate import CaseResult, Summary, make_queries, retrieve, score
 from ragsweep.golden import GoldenCase, GoldenSet, load_golden
 from ragsweep.index import Index, IndexProvenance, scope_masker
 from ragsweep.judge import JudgeOutcome, prepare_judge
+from ragsweep.latency import stage_latency
 from ragsweep.report import print_summary
 from ragsweep.run_config import ResolvedConfig
 from ragsweep.run_record import run_record, run_tags
@@ -145,8 +146,9 @@ def build_index(
 
 def evaluate_cases(
     cases: Sequence[GoldenCase], built: BuiltIndex, resolved: ResolvedConfig, cache: StageCache
-) -> tuple[CaseResult, ...]:
-    """Retrieve for every case (within its scope when enforced) and score it. Rankings
+) -> tuple[tuple[CaseResult, ...], dict[str, float]]:
+    """Retrieve for every case (within its scope when enforced) and score it; also return
+    the per-stage latency percentiles (:func:`~ragsweep.latency.stage_latency`). Rankings
     come from the cache when these queries already ran on this index."""
     cfg, preprocessor = resolved.cfg, resolved.preprocessor
     mask = scope_masker([c.doc for c in built.chunks])
@@ -164,7 +166,7 @@ def evaluate_cases(
         cache,
     )
     with gc_paused():
-        return score_cases(cases, ranked, built.chunks, cfg.eval)
+        return score_cases(cases, ranked, built.chunks, cfg.eval), stage_latency(ranked)
 
 
 @dataclass(frozen=True)
@@ -192,8 +194,9 @@ def run_stages(resolved: ResolvedConfig) -> StageOutcome:
     cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
     built = build_index(resolved, corpus, cache, timer)
     with timer.stage("eval_seconds"):
-        results = evaluate_cases(cases, built, resolved, cache)
+        results, latency = evaluate_cases(cases, built, resolved, cache)
         summary = summarize(results)
+        summary = replace(summary, extra={**summary.extra, **latency})
     judged = None
     if judge is not None:
         with timer.stage("judge_seconds"):
