@@ -31,3 +31,25 @@ def copy_minilm(target: Path) -> Path:
     """A copy of the MiniLM folder (to change files or fake a hub cache with)."""
     shutil.copytree(minilm_folder(), target)
     return target
+
+
+def tiny_cross_encoder(folder: Path) -> Path:
+    """A 2-layer BERT sequence classifier with one output label and random (seeded)
+    weights, saved with transformers beside MiniLM's tokenizer files: a real cross-encoder
+    folder that ``CrossEncoder`` loads, built without any download."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copyfile(minilm_folder() / name, folder / name)
+    return folder

@@ -33,6 +33,7 @@ from ragsweep.index import Index, IndexProvenance, scope_masker
 from ragsweep.judge import JudgeOutcome, prepare_judge
 from ragsweep.latency import stage_latency
 from ragsweep.report import print_summary
+from ragsweep.rerank import Reranker
 from ragsweep.run_config import ResolvedConfig
 from ragsweep.run_record import run_record, run_tags
 from ragsweep.stages import (
@@ -111,11 +112,13 @@ def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
 @dataclass(frozen=True)
 class BuiltIndex:
     """A run's chunks, the index over their (preprocessed) text and that index's cache key
-    (:func:`~ragsweep.stages.index_key`)."""
+    (:func:`~ragsweep.stages.index_key`); ``texts`` are the indexed texts (a reranker reads
+    them)."""
 
     chunks: list[Chunk]
     index: Index
     key: str
+    texts: list[str] = field(default_factory=list)
 
 
 def build_index(
@@ -141,7 +144,7 @@ def build_index(
         texts = cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
         built_key = index_key(key, model, backend)
         index = backend.cached_index(texts, built_key, cfg.embedding, provenance, cache)
-    return BuiltIndex(chunks, index, built_key)
+    return BuiltIndex(chunks, index, built_key, texts)
 
 
 def evaluate_cases(
@@ -156,15 +159,19 @@ def evaluate_cases(
         cases, preprocessor, mask if cfg.retrieval.respect_scope else (lambda scope: None)
     )
     backend = BACKENDS.get(cfg.embedding.backend)
+    depth = cfg.rerank.depth(cfg.top_k)  # a reranker rescores more than the run keeps
     ranked = cached_rankings(
         built.index,
-        rankings_key(built.key, queries, cfg.retrieval, cfg.top_k, backend),
+        rankings_key(built.key, queries, cfg.retrieval, depth, backend),
         queries,
         preprocessor.identity,
-        cfg.top_k,
-        lambda: retrieve(queries, built.index, preprocessor.identity, cfg.top_k),
+        depth,
+        lambda: retrieve(queries, built.index, preprocessor.identity, depth),
         cache,
     )
+    if resolved.reranker is not None:
+        reranker = Reranker(cfg.rerank, resolved.reranker, cache)
+        ranked = reranker.rerank(ranked, queries, built.texts, cfg.top_k)
     with gc_paused():
         return score_cases(cases, ranked, built.chunks, cfg.eval), stage_latency(ranked)
 
