@@ -1,7 +1,8 @@
 """Retrieval backends, registered by name in :data:`BACKENDS`: ``bm25`` (sparse, bm25s),
 ``use_m3`` (dense, offline), ``sentence_transformers`` (dense, any local sentence-transformers
 model; extra ``ragsweep[st]``), ``ollama`` / ``openai`` (dense, served over HTTP) and
-``hybrid`` (a sparse and a dense backend, rankings fused).
+``hybrid`` (a sparse and a dense backend, rankings fused), and ``custom`` (a retriever
+class of your own, :class:`ragsweep.backends.custom.Retriever`).
 
 Importing this package registers them (each module adds itself to the registry); nothing
 else happens on import: models load on the first embedding miss, servers are contacted when
@@ -10,7 +11,7 @@ an identity is resolved.
 
 from __future__ import annotations
 
-from ragsweep.backends import bm25, hybrid, sbert, served, use_m3
+from ragsweep.backends import bm25, custom, hybrid, sbert, served, use_m3
 from ragsweep.backends.base import BACKENDS, Backend
 
-__all__ = ["BACKENDS", "Backend", "bm25", "hybrid", "sbert", "served", "use_m3"]
+__all__ = ["BACKENDS", "Backend", "bm25", "custom", "hybrid", "sbert", "served", "use_m3"]
