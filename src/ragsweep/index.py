@@ -71,10 +71,12 @@ class IndexProvenance:
 
 @dataclass(frozen=True)
 class Query:
-    """A preprocessed question and the chunk mask of its scope (None = all chunks)."""
+    """A preprocessed question, the chunk mask of its scope (None = all chunks) and the id
+    of its golden case (external rankings are looked up by it)."""
 
     text: str
     allowed: np.ndarray | None = None
+    case: str | None = None
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,14 @@ from pathlib import Path
 from rich.console import Console
 
 from ragsweep.artifacts import write_artifacts
-from ragsweep.backends import BACKENDS
+from ragsweep.backends import BACKENDS, Backend
 from ragsweep.cache import StageCache
 from ragsweep.chunking import Chunk
 from ragsweep.corpus import Corpus, load_corpus
 from ragsweep.errors import ConfigError
 from ragsweep.evaluate import CaseResult, Summary, make_queries, retrieve, score_cases, summarize
 from ragsweep.golden import GoldenCase, GoldenSet, load_golden
+from ragsweep.hashing import sha256_json
 from ragsweep.index import Index, IndexProvenance, scope_masker
 from ragsweep.judge import JudgeOutcome, prepare_judge
 from ragsweep.latency import stage_latency
@@ -127,9 +128,8 @@ def build_index(
     """Chunk the corpus and build (or load from the cache) the index over the chunks."""
     cfg, preprocessor, model = resolved.cfg, resolved.preprocessor, resolved.model
     backend = BACKENDS.get(cfg.embedding.backend)
-    chunk_set = chunks_key(corpus, cfg.chunking)
     with timer.stage("chunk_seconds"):
-        chunks = cached_chunks(corpus, cfg.chunking, chunk_set, cache)
+        chunks, chunk_set = _chunks(backend, resolved, corpus, cache)
     if not chunks:
         raise ConfigError(f"chunking produced no chunks from {corpus.source}")
     provenance = IndexProvenance(
@@ -145,6 +145,21 @@ def build_index(
         built_key = index_key(key, model, backend)
         index = backend.cached_index(texts, built_key, cfg.embedding, provenance, cache)
     return BuiltIndex(chunks, index, built_key, texts)
+
+
+def _chunks(
+    backend: Backend, resolved: ResolvedConfig, corpus: Corpus, cache: StageCache
+) -> tuple[list[Chunk], str]:
+    """The run's chunks and their key: cut by ``chunking``, or, for a backend that brings
+    its own (``external``), that backend's, keyed by their spans."""
+    cfg = resolved.cfg
+    own = getattr(backend, "own_chunks", None)
+    if own is None:
+        key = chunks_key(corpus, cfg.chunking)
+        return cached_chunks(corpus, cfg.chunking, key, cache), key
+    chunks = own(cfg.embedding, corpus)
+    spans = [[c.id, c.doc, c.start, c.end] for c in chunks]
+    return chunks, sha256_json({"corpus": corpus.content_hash(), "own_chunks": spans})
 
 
 def evaluate_cases(

@@ -95,10 +95,11 @@ def rankings_key(
     depth: int,
     backend: Backend,
 ) -> str:
-    """Key of the rankings of ``queries``: the index, every query's text and scope mask (in
-    order), the retrieval fields, the depth actually searched and the search code."""
+    """Key of the rankings of ``queries``: the index, every query's text, scope mask and
+    case id (in order), the retrieval fields, the depth actually searched and the search
+    code."""
     listed = [
-        [q.text, None if q.allowed is None else np.packbits(q.allowed).tobytes().hex()]
+        [q.text, None if q.allowed is None else np.packbits(q.allowed).tobytes().hex(), q.case]
         for q in queries
     ]
     return sha256_json(

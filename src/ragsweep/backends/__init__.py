@@ -1,8 +1,9 @@
 """Retrieval backends, registered by name in :data:`BACKENDS`: ``bm25`` (sparse, bm25s),
 ``use_m3`` (dense, offline), ``sentence_transformers`` (dense, any local sentence-transformers
 model; extra ``ragsweep[st]``), ``ollama`` / ``openai`` (dense, served over HTTP) and
-``hybrid`` (a sparse and a dense backend, rankings fused), and ``custom`` (a retriever
-class of your own, :class:`ragsweep.backends.custom.Retriever`).
+``hybrid`` (a sparse and a dense backend, rankings fused), ``custom`` (a retriever
+class of your own, :class:`ragsweep.backends.custom.Retriever`) and ``external`` (rankings
+produced by another system, read from a file).
 
 Importing this package registers them (each module adds itself to the registry); nothing
 else happens on import: models load on the first embedding miss, servers are contacted when
@@ -11,7 +12,17 @@ an identity is resolved.
 
 from __future__ import annotations
 
-from ragsweep.backends import bm25, custom, hybrid, sbert, served, use_m3
+from ragsweep.backends import bm25, custom, external, hybrid, sbert, served, use_m3
 from ragsweep.backends.base import BACKENDS, Backend
 
-__all__ = ["BACKENDS", "Backend", "bm25", "custom", "hybrid", "sbert", "served", "use_m3"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "bm25",
+    "custom",
+    "external",
+    "hybrid",
+    "sbert",
+    "served",
+    "use_m3",
+]
