@@ -1,7 +1,7 @@
 """Benchmarks of the retrieval stacks (issue 15) on the imported SQuAD 2.0 dev half.
 
     python bench/bench_retrieval.py st_throughput   # embedding stage vs SentenceTransformer.encode
-    python bench/bench_retrieval.py stacks          # bm25 / dense / hybrid / reranked runs
+    python bench/bench_retrieval.py stacks          # bm25 / dense / hybrid runs, metrics + latency
 
 Needs the extra (``pip install -e '.[st]'``) and ``make import-squad``. Each measurement runs
 in a fresh subprocess; results are merged into ``outputs/bench/retrieval.json``. Method and
@@ -87,6 +87,59 @@ def measure_st_throughput(n_chunks: int, rounds: int) -> dict[str, Any]:
     }
 
 
+STACKS: list[tuple[str, list[str]]] = [
+    ("bm25", ["embedding=bm25"]),
+    ("use_m3", ["embedding=use_m3"]),
+    ("minilm", ["embedding=sentence_transformers"]),
+    ("hybrid rrf a=0.5", ["embedding=hybrid"]),
+    ("hybrid rrf a=0.3", ["embedding=hybrid", "embedding.options.alpha=0.3"]),
+    ("hybrid rrf a=0.7", ["embedding=hybrid", "embedding.options.alpha=0.7"]),
+    ("hybrid score a=0.5", ["embedding=hybrid", "embedding.options.fusion=score"]),
+    ("hybrid bm25+minilm", ["embedding=hybrid", "embedding.options.dense=sentence_transformers"]),
+]
+"""Retrieval stacks run back to back on one cache (so a hybrid reuses what the runs
+before it embedded, as in a sweep); chunking is the default fixed 800/100."""
+
+
+def measure_stacks(work: Path) -> list[dict[str, Any]]:
+    """Each stack on the SQuAD tuning split: metrics, index build time (the ``embed``
+    stage: texts, vectors, index), total wall, and p50/p95 query latency per stage."""
+    from rich.console import Console
+
+    from ragsweep.appconfig import compose, plain_config
+    from ragsweep.pipeline import run_evaluation
+    from ragsweep.run_config import resolve
+
+    quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115 - lives as long as the runs
+    out = []
+    for name, overrides in STACKS:
+        started = time.perf_counter()
+        cfg = compose(
+            [
+                f"paths.output_dir={work}",
+                f"corpus.path={SQUAD / 'corpus.jsonl'}",
+                f"golden.path={SQUAD / 'golden.jsonl'}",
+                "tracking.enabled=false",
+                *overrides,
+            ]
+        )
+        result = run_evaluation(resolve(plain_config(cfg)), work / "run", console=quiet)
+        overall, extra = result.summary.overall, result.summary.extra
+        out.append(
+            {
+                "stack": name,
+                "recall_at_5": round(overall["recall_at_5"], 4),
+                "ndcg_at_10": round(overall["ndcg_at_10"], 4),
+                "mrr": round(overall["mrr"], 4),
+                "index_build_seconds": round(result.timings["embed_seconds"], 2),
+                "wall_seconds": round(time.perf_counter() - started, 2),
+                "latency_ms": {k: round(v, 3) for k, v in extra.items() if "latency" in k},
+                "rankings_cached": result.cache_metrics.get("cache/rankings/hits", 0.0),
+            }
+        )
+    return out
+
+
 def in_subprocess(*args: str) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "_measure", *args], capture_output=True, text=True
@@ -98,9 +151,11 @@ def in_subprocess(*args: str) -> dict[str, Any]:
 
 MEASURES: dict[str, Any] = {
     "st_throughput": lambda work, rest: measure_st_throughput(int(rest[0]), int(rest[1])),
+    "stacks": lambda work, rest: measure_stacks(Path(work)),
 }
 STEPS: dict[str, Any] = {
-    "st_throughput": lambda: in_subprocess("st_throughput", "-", "400", "5"),
+    "st_throughput": lambda: in_subprocess("st_throughput", "-", "400", "3"),
+    "stacks": lambda: in_subprocess("stacks", tempfile.mkdtemp(prefix="ragsweep-stacks-")),
 }
 
 
@@ -116,8 +171,7 @@ def main() -> None:
     if not (SQUAD / "corpus.jsonl").is_file():
         raise SystemExit("run `make import-squad` first (outputs/squad is missing)")
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    with tempfile.TemporaryDirectory():
-        results[options.what] = STEPS[options.what]()
+    results[options.what] = STEPS[options.what]()
     print(json.dumps(results[options.what], indent=2), flush=True)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2))

@@ -65,13 +65,15 @@ def test_identity_and_hash_cover_both_components(compose_config, mini_project: P
         "embedding.options.rrf_k=10",
         "embedding.options.fusion=score",
         "embedding.options.depth=50",
-        "embedding.options.sparse.options.k1=1.2",
-        "embedding.options.sparse.options.cjk_ngram=1",
+        "embedding.options.sparse={backend: bm25, options: {k1: 1.2}}",
+        "embedding.options.sparse={backend: bm25, options: {cjk_ngram: 1}}",
     }
     hashes = {hybrid_resolved(compose_config, mini_project, o).config_hash for o in varied}
     assert len(hashes) == len(varied) and base.config_hash not in hashes
     same = hybrid_resolved(
-        compose_config, mini_project, "embedding.options.dense.options.threads=1"
+        compose_config,
+        mini_project,
+        "embedding.options.dense={backend: use_m3, options: {threads: 1}}",
     )
     assert same.config_hash == base.config_hash  # threads change no vector
 
@@ -82,12 +84,16 @@ def test_identity_and_hash_cover_both_components(compose_config, mini_project: P
         ("embedding.options.fusion=rf", r"embedding.options.fusion='rf' .*did you mean 'rrf'\?"),
         ("embedding.options.alpha=1.5", r"embedding.options.alpha=1.5 must be in \[0, 1\]"),
         (
-            "embedding.options.dense.backend=use_m4",
+            "embedding.options.dense={backend: use_m4}",
             r"embedding.options.dense.backend='use_m4' .*did you mean 'use_m3'\?",
         ),
-        ("embedding.options.sparse.backend=hybrid", r"sparse.backend cannot itself be hybrid"),
+        ("embedding.options.sparse={backend: hybrid}", r"sparse.backend cannot itself be hybrid"),
         (
-            "+embedding.options.sparse.options.k11=1",
+            "embedding.options.dense=use_m2",
+            r"dense='use_m2' is not one of: .*did you mean 'use_m3'\?",
+        ),
+        (
+            "embedding.options.sparse={backend: bm25, options: {k11: 1}}",
             r"embedding.options.sparse.options.k11 is not a known key .*did you mean "
             r"embedding.options.sparse.options.k1\?",
         ),

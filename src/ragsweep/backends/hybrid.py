@@ -1,10 +1,12 @@
 """The ``hybrid`` backend: a sparse and a dense backend over the same chunks, their
 rankings fused (:mod:`ragsweep.fusion`).
 
-Configured as ``embedding=hybrid``; each component names a registered backend with its own
-model and options (``embedding.options.sparse`` / ``embedding.options.dense``, shaped like
-the ``embedding`` group). The hybrid's identity holds both components' identities and the
-fusion parameters, so the config hash and the provenance cover both components.
+Configured as ``embedding=hybrid``; each component (``embedding.options.sparse`` /
+``embedding.options.dense``) is the name of an ``embedding`` option (``bm25``, ``use_m3``,
+``sentence_transformers``: that file of ``conf/embedding/``) or a mapping shaped like the
+``embedding`` group (``{backend, model, options}``). The hybrid's identity holds both
+components' identities and the fusion parameters, so the config hash and the provenance
+cover both components.
 
 Each component builds and caches its own index under a key of the indexed texts' content
 and its own identity, and each component's rankings (at ``depth``) go to the rankings
@@ -14,11 +16,12 @@ cache under keys that hold no fusion parameter: a sweep over ``alpha``, ``rrf_k`
 
 from __future__ import annotations
 
+import difflib
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -26,7 +29,7 @@ from ragsweep import __version__
 from ragsweep import fusion as fusion_module
 from ragsweep.backends.base import BACKENDS, Backend
 from ragsweep.cache import StageCache
-from ragsweep.config import EmbeddingConfig, RetrievalConfig, from_mapping
+from ragsweep.config import EmbeddingConfig, RetrievalConfig, from_mapping, read_yaml_mapping
 from ragsweep.encoding import ModelIdentity, options_for
 from ragsweep.errors import ConfigError
 from ragsweep.fusion import FUSIONS, FusionParams, fuse
@@ -43,15 +46,17 @@ scope masks are in the queries themselves)."""
 class HybridOptions:
     """``fusion``: ``rrf`` or ``score`` (see :mod:`ragsweep.fusion`); ``alpha``: weight of
     the dense component in [0, 1]; ``rrf_k``: RRF rank offset; ``depth``: chunks taken from
-    each component's ranking; ``sparse`` / ``dense``: the components, each
-    ``{backend, model, options}``. All of it changes rankings."""
+    each component's ranking; ``sparse`` / ``dense``: the components, each the name of an
+    ``embedding`` option in ``conf/embedding/`` (``bm25``, ``use_m3``,
+    ``sentence_transformers``, ...) or a mapping ``{backend, model, options}``. All of it
+    changes rankings (through the components' identities)."""
 
     fusion: str = "rrf"
     alpha: float = 0.5
     rrf_k: float = 60.0
     depth: int = 100
-    sparse: dict[str, Any] = field(default_factory=lambda: {"backend": "bm25"})
-    dense: dict[str, Any] = field(default_factory=lambda: {"backend": "use_m3"})
+    sparse: dict[str, Any] | str = "bm25"
+    dense: dict[str, Any] | str = "use_m3"
 
     def __post_init__(self) -> None:
         FUSIONS.get(self.fusion)
@@ -69,12 +74,30 @@ class HybridOptions:
 
 def component_config(options: HybridOptions, role: str) -> EmbeddingConfig:
     """The embedding config of one component; errors name ``embedding.options.<role>``."""
+    value = getattr(options, role)
+    if isinstance(value, str):
+        value = named_component(value, role)
     with component_errors(role):
-        cfg = from_mapping(EmbeddingConfig, getattr(options, role), "embedding")
+        cfg = from_mapping(EmbeddingConfig, value, "embedding")
         BACKENDS.get(cfg.backend)
     if cfg.backend == "hybrid":
         raise ConfigError(f"embedding.options.{role}.backend cannot itself be hybrid")
     return cfg
+
+
+def named_component(name: str, role: str) -> dict[str, Any]:
+    """The ``conf/embedding/<name>.yaml`` option as a component mapping."""
+    from ragsweep.appconfig import config_dir
+
+    folder = config_dir() / "embedding"
+    known = sorted(p.stem for p in folder.glob("*.yaml") if p.stem != "hybrid")
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"embedding.options.{role}={name!r} is not one of: {', '.join(known)}{hint}"
+        )
+    return read_yaml_mapping(folder / f"{name}.yaml", "an embedding config")
 
 
 @contextmanager
