@@ -314,4 +314,9 @@ def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:
         "model": model.describe(),
         "preprocess": "+".join(cfg.preprocess.steps) or "none",
         "chunking": f"{c.mode} size={c.size} overlap={c.overlap}",
+        **(
+            {"rerank": f"{resolved.reranker.describe()}, top {cfg.rerank.candidates}"}
+            if resolved.reranker
+            else {}
+        ),
     }
