@@ -96,6 +96,11 @@ STACKS: list[tuple[str, list[str]]] = [
     ("hybrid rrf a=0.7", ["embedding=hybrid", "embedding.options.alpha=0.7"]),
     ("hybrid score a=0.5", ["embedding=hybrid", "embedding.options.fusion=score"]),
     ("hybrid bm25+minilm", ["embedding=hybrid", "embedding.options.dense=sentence_transformers"]),
+    ("ann hnsw use_m3", ["embedding=ann"]),
+    (
+        "ann hnsw use_m3 m=4 ef=8",
+        ["embedding=ann", "embedding.options.m=4", "embedding.options.ef_search=8"],
+    ),
 ]
 """Retrieval stacks run back to back on one cache (so a hybrid reuses what the runs
 before it embedded, as in a sweep); chunking is the default fixed 800/100."""
@@ -134,6 +139,7 @@ def measure_stacks(work: Path) -> list[dict[str, Any]]:
                 "index_build_seconds": round(result.timings["embed_seconds"], 2),
                 "wall_seconds": round(time.perf_counter() - started, 2),
                 "latency_ms": {k: round(v, 3) for k, v in extra.items() if "latency" in k},
+                **{k: round(v, 4) for k, v in extra.items() if k.startswith("ann/")},
                 "rankings_cached": result.cache_metrics.get("cache/rankings/hits", 0.0),
             }
         )

@@ -166,8 +166,10 @@ def evaluate_cases(
     cases: Sequence[GoldenCase], built: BuiltIndex, resolved: ResolvedConfig, cache: StageCache
 ) -> tuple[tuple[CaseResult, ...], dict[str, float]]:
     """Retrieve for every case (within its scope when enforced) and score it; also return
-    the per-stage latency percentiles (:func:`~ragsweep.latency.stage_latency`). Rankings
-    come from the cache when these queries already ran on this index."""
+    the per-stage latency percentiles (:func:`~ragsweep.latency.stage_latency`) and what
+    an index measures of its own rankings (``run_metrics``: the ``ann`` recall against
+    exact search). Rankings come from the cache when these queries already ran on this
+    index."""
     cfg, preprocessor = resolved.cfg, resolved.preprocessor
     mask = scope_masker([c.doc for c in built.chunks])
     queries = make_queries(
@@ -184,11 +186,14 @@ def evaluate_cases(
         lambda: retrieve(queries, built.index, preprocessor.identity, depth),
         cache,
     )
+    measured = getattr(built.index, "run_metrics", None)  # e.g. ann: recall against exact
+    index_metrics = measured(queries, ranked) if measured else {}
     if resolved.reranker is not None:
         reranker = Reranker(cfg.rerank, resolved.reranker, cache)
         ranked = reranker.rerank(ranked, queries, built.texts, cfg.top_k)
     with gc_paused():
-        return score_cases(cases, ranked, built.chunks, cfg.eval), stage_latency(ranked)
+        results = score_cases(cases, ranked, built.chunks, cfg.eval)
+    return results, {**stage_latency(ranked), **index_metrics}
 
 
 @dataclass(frozen=True)
