@@ -135,6 +135,7 @@ def test_hashed_groups_are_an_allow_list_from_field_metadata() -> None:
         "retrieval",
         "eval",
         "judge",
+        "rerank",
     )
 
 

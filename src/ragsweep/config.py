@@ -30,7 +30,7 @@ from ragsweep.errors import ConfigError, RagsweepError
 C = TypeVar("C")
 
 SPLITS = ("tuning", "holdout")
-SWEEPABLE_GROUPS = ("preprocess", "chunking", "embedding", "retrieval", "judge")
+SWEEPABLE_GROUPS = ("preprocess", "chunking", "embedding", "retrieval", "rerank", "judge")
 """The config groups a sweep axis may vary: the retrieval (and generation) stack. The other
 hashed groups (corpus, golden, eval) define what is measured, so objectives are only
 comparable when they are held."""

@@ -119,8 +119,9 @@ def make_queries(
     preprocessor: Preprocessor,
     scope_mask: Callable[[Sequence[str] | None], np.ndarray | None],
 ) -> list[Query]:
-    """Each case's preprocessed question and the chunk mask of its scope (None: all)."""
-    return [Query(preprocessor(c.question), scope_mask(c.scope)) for c in cases]
+    """Each case's preprocessed question, the chunk mask of its scope (None: all) and its
+    id."""
+    return [Query(preprocessor(c.question), scope_mask(c.scope), c.id) for c in cases]
 
 
 def retrieve(

@@ -71,21 +71,29 @@ class IndexProvenance:
 
 @dataclass(frozen=True)
 class Query:
-    """A preprocessed question and the chunk mask of its scope (None = all chunks)."""
+    """A preprocessed question, the chunk mask of its scope (None = all chunks) and the id
+    of its golden case (external rankings are looked up by it)."""
 
     text: str
     allowed: np.ndarray | None = None
+    case: str | None = None
 
 
 @dataclass(frozen=True)
 class Ranked:
     """Top-k result of one query: chunk indices (best first), their scores, and the search
     time of the query in seconds (scoring + selection; query embedding excluded; for a
-    dense index the amortized share of a batch, see :class:`DenseIndex`)."""
+    dense index the amortized share of a batch, see :class:`DenseIndex`).
+
+    ``stages`` splits ``seconds`` by stage when a ranking took several, as
+    ``(name, seconds)`` pairs in order (a hybrid's ``sparse``, ``dense`` and ``fusion``, a
+    reranked run's ``rerank``); empty for a single search.
+    """
 
     indices: np.ndarray
     scores: np.ndarray
     seconds: float
+    stages: tuple[tuple[str, float], ...] = ()
 
 
 class Index(Protocol):

@@ -16,14 +16,14 @@ import gc
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
 
 from ragsweep.artifacts import write_artifacts
 from ragsweep.atomic import run_dir_errors
-from ragsweep.backends import BACKENDS
+from ragsweep.backends import BACKENDS, Backend
 from ragsweep.cache import StageCache
 from ragsweep.chunking import Chunk
 from ragsweep.corpus import Corpus, load_corpus
@@ -37,9 +37,12 @@ from ragsweep.evaluate import (
     summarize,
 )
 from ragsweep.golden import GoldenCase, GoldenSet, load_golden
+from ragsweep.hashing import sha256_json
 from ragsweep.index import Index, IndexProvenance, scope_masker
 from ragsweep.judge import JudgeOutcome, prepare_judge
+from ragsweep.latency import stage_latency
 from ragsweep.report import print_summary
+from ragsweep.rerank import Reranker
 from ragsweep.run_config import ResolvedConfig
 from ragsweep.run_record import run_record, run_tags
 from ragsweep.stages import (
@@ -118,11 +121,13 @@ def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
 @dataclass(frozen=True)
 class BuiltIndex:
     """A run's chunks, the index over their (preprocessed) text and that index's cache key
-    (:func:`~ragsweep.stages.index_key`)."""
+    (:func:`~ragsweep.stages.index_key`); ``texts`` are the indexed texts (a reranker reads
+    them)."""
 
     chunks: list[Chunk]
     index: Index
     key: str
+    texts: list[str] = field(default_factory=list)
 
 
 def build_index(
@@ -131,9 +136,8 @@ def build_index(
     """Chunk the corpus and build (or load from the cache) the index over the chunks."""
     cfg, preprocessor, model = resolved.cfg, resolved.preprocessor, resolved.model
     backend = BACKENDS.get(cfg.embedding.backend)
-    chunk_set = chunks_key(corpus, cfg.chunking)
     with timer.stage("chunk_seconds"):
-        chunks = cached_chunks(corpus, cfg.chunking, chunk_set, cache)
+        chunks, chunk_set = _chunks(backend, resolved, corpus, cache)
     if not chunks:
         raise ConfigError(f"chunking produced no chunks from {corpus.source}")
     provenance = IndexProvenance(
@@ -148,31 +152,56 @@ def build_index(
         texts = cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
         built_key = index_key(key, model, backend)
         index = backend.cached_index(texts, built_key, cfg.embedding, provenance, cache)
-    return BuiltIndex(chunks, index, built_key)
+    return BuiltIndex(chunks, index, built_key, texts)
+
+
+def _chunks(
+    backend: Backend, resolved: ResolvedConfig, corpus: Corpus, cache: StageCache
+) -> tuple[list[Chunk], str]:
+    """The run's chunks and their key: cut by ``chunking``, or, for a backend that brings
+    its own (``external``), that backend's, keyed by their spans."""
+    cfg = resolved.cfg
+    own = getattr(backend, "own_chunks", None)
+    if own is None:
+        key = chunks_key(corpus, cfg.chunking)
+        return cached_chunks(corpus, cfg.chunking, key, cache), key
+    chunks = own(cfg.embedding, corpus)
+    spans = [[c.id, c.doc, c.start, c.end] for c in chunks]
+    return chunks, sha256_json({"corpus": corpus.content_hash(), "own_chunks": spans})
 
 
 def evaluate_cases(
     cases: Sequence[GoldenCase], built: BuiltIndex, resolved: ResolvedConfig, cache: StageCache
-) -> tuple[CaseResult, ...]:
-    """Retrieve for every case (within its scope when enforced) and score it. Rankings
-    come from the cache when these queries already ran on this index."""
+) -> tuple[tuple[CaseResult, ...], dict[str, float]]:
+    """Retrieve for every case (within its scope when enforced) and score it; also return
+    the per-stage latency percentiles (:func:`~ragsweep.latency.stage_latency`) and what
+    an index measures of its own rankings (``run_metrics``: the ``ann`` recall against
+    exact search). Rankings come from the cache when these queries already ran on this
+    index."""
     cfg, preprocessor = resolved.cfg, resolved.preprocessor
     mask = scope_masker([c.doc for c in built.chunks])
     queries = make_queries(
         cases, preprocessor, mask if cfg.retrieval.respect_scope else (lambda scope: None)
     )
     backend = BACKENDS.get(cfg.embedding.backend)
+    depth = cfg.rerank.depth(cfg.top_k)  # a reranker rescores more than the run keeps
     ranked = cached_rankings(
         built.index,
-        rankings_key(built.key, queries, cfg.retrieval, cfg.top_k, backend),
+        rankings_key(built.key, queries, cfg.retrieval, depth, backend),
         queries,
         preprocessor.identity,
-        cfg.top_k,
-        lambda: retrieve(queries, built.index, preprocessor.identity, cfg.top_k),
+        depth,
+        lambda: retrieve(queries, built.index, preprocessor.identity, depth),
         cache,
     )
+    measured = getattr(built.index, "run_metrics", None)  # e.g. ann: recall against exact
+    index_metrics = measured(queries, ranked) if measured else {}
+    if resolved.reranker is not None:
+        reranker = Reranker(cfg.rerank, resolved.reranker, cache)
+        ranked = reranker.rerank(ranked, queries, built.texts, cfg.top_k)
     with gc_paused():
-        return score_cases(cases, ranked, built.chunks, cfg.eval)
+        results = score_cases(cases, ranked, built.chunks, cfg.eval)
+    return results, {**stage_latency(ranked), **index_metrics}
 
 
 @dataclass(frozen=True)
@@ -203,8 +232,9 @@ def run_stages(resolved: ResolvedConfig) -> StageOutcome:
     cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
     built = build_index(resolved, corpus, cache, timer)
     with timer.stage("eval_seconds"):
-        results = evaluate_cases(cases, built, resolved, cache)
+        results, latency = evaluate_cases(cases, built, resolved, cache)
         summary = summarize(results, cfg.eval, cfg.top_k)
+        summary = replace(summary, extra={**summary.extra, **latency})
     judged = None
     if judge is not None:
         with timer.stage("judge_seconds"):
@@ -301,4 +331,9 @@ def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:
         "preprocess": "+".join(cfg.preprocess.steps) or "none",
         "chunking": f"{c.mode} size={c.size} overlap={c.overlap}",
         "top_k": cfg.top_k,
+        **(
+            {"rerank": f"{resolved.reranker.describe()}, top {cfg.rerank.candidates}"}
+            if resolved.reranker
+            else {}
+        ),
     }

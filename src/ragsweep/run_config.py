@@ -43,6 +43,8 @@ from ragsweep.config import (
 from ragsweep.errors import ConfigError
 from ragsweep.hashing import sha256_json
 from ragsweep.judge.config import JudgeConfig
+from ragsweep.rerank import RerankConfig
+from ragsweep.rerank import hash_part as rerank_hash_part
 
 if typing.TYPE_CHECKING:
     from ragsweep.encoding import ModelIdentity
@@ -50,6 +52,8 @@ if typing.TYPE_CHECKING:
     from ragsweep.preprocess import Preprocessor
 
 SOURCE = "source"
+OPTIONAL_GROUPS = ("judge", "rerank")
+"""Groups a config may leave out: the stage is off."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class RunConfig:
     retrieval: RetrievalConfig
     eval: EvalConfig
     judge: JudgeConfig
+    rerank: RerankConfig
     tracking: TrackingConfig = not_hashed()
     paths: PathsConfig = not_hashed()
     cache: CacheConfig = not_hashed()
@@ -77,13 +82,13 @@ class RunConfig:
     def from_container(cls, data: Mapping[str, Any]) -> RunConfig:
         """Build from a resolved plain mapping (``OmegaConf.to_container(cfg, resolve=True)``).
 
-        Every group must be present except ``judge`` (absent means off). Keys outside the
-        groups (``hydra``, ``sweep``) belong to other components and are ignored.
+        Every group must be present except ``judge`` and ``rerank`` (absent means off). Keys
+        outside the groups (``hydra``, ``sweep``) belong to other components and are ignored.
         """
         hints = typing.get_type_hints(cls)
         kwargs: dict[str, Any] = {}
         for name in group_names():
-            if name not in data and name != "judge":
+            if name not in data and name not in OPTIONAL_GROUPS:
                 raise ConfigError(f"config group '{name}' is missing")
             kwargs[name] = from_mapping(hints[name], data.get(name), name)
         return cls(**kwargs, source=MappingProxyType(dict(data)))
@@ -122,6 +127,7 @@ class ResolvedConfig:
     model: ModelIdentity
     objective: Measure
     config_hash: str = field(default="")
+    reranker: ModelIdentity | None = None
 
 
 def resolve(data: Mapping[str, Any] | RunConfig) -> ResolvedConfig:
@@ -133,13 +139,16 @@ def resolve(data: Mapping[str, Any] | RunConfig) -> ResolvedConfig:
     from ragsweep.backends import BACKENDS
     from ragsweep.chunking import CHUNKERS
     from ragsweep.preprocess import build_preprocessor
+    from ragsweep.rerank import reranker_identity
 
     cfg = data if isinstance(data, RunConfig) else RunConfig.from_container(data)
     CHUNKERS.get(cfg.chunking.mode)
     model = BACKENDS.get(cfg.embedding.backend).identity(cfg.embedding)
     preprocessor = build_preprocessor(cfg.preprocess)
     objective = measures.require_objective(cfg.eval.objective, cfg.eval.ks, cfg.eval.budgets)
-    resolved = ResolvedConfig(cfg, preprocessor, model, objective)
+    cfg.rerank.check_depth(cfg.top_k)
+    reranker = reranker_identity(cfg.rerank) if cfg.rerank.enabled else None
+    resolved = ResolvedConfig(cfg, preprocessor, model, objective, reranker=reranker)
     return dataclasses.replace(resolved, config_hash=config_hash(resolved))
 
 
@@ -152,15 +161,18 @@ def hashed_values(resolved: ResolvedConfig) -> dict[str, Any]:
     """Every value the config hash covers, by group: the hashed groups' result-affecting
     fields, with the embedding replaced by the model identity (thread counts do not count,
     model versions do), the preprocessing by the preprocessor's identity (not the synonym
-    file's path), and a disabled judge by ``{"enabled": false}`` (its other settings change
-    nothing then)."""
+    file's path), a disabled judge by ``{"enabled": false}`` (its other settings change
+    nothing then), and an enabled reranker by its model identity and fields; a disabled
+    reranker is left out, so runs without one hash as they did before the stage existed."""
     cfg = resolved.cfg
     stand_ins: dict[str, Any] = {
         "embedding": resolved.model,
         "preprocess": resolved.preprocessor.identity,
         "judge": cfg.judge.identity() if cfg.judge.enabled else {"enabled": False},
+        "rerank": rerank_hash_part(cfg.rerank, resolved.reranker) if resolved.reranker else None,
     }
     return {
         name: stand_ins[name] if name in stand_ins else result_fields(getattr(cfg, name))
         for name in hashed_groups()
+        if not (name in stand_ins and stand_ins[name] is None)
     }

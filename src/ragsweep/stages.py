@@ -21,6 +21,7 @@ judge config's result fields (:mod:`ragsweep.judge.stage`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -31,7 +32,7 @@ import numpy as np
 from ragsweep import __version__
 from ragsweep import preprocess as preprocess_module
 from ragsweep.backends.base import Backend
-from ragsweep.cache import StageCache
+from ragsweep.cache import StageCache, write_json
 from ragsweep.chunking import CHUNKER_SOURCE_DIGEST, Chunk, chunk_corpus, indexed_text, make_chunk
 from ragsweep.config import OWN_STAGE, ChunkingConfig, RetrievalConfig, result_fields
 from ragsweep.corpus import Corpus
@@ -94,10 +95,11 @@ def rankings_key(
     depth: int,
     backend: Backend,
 ) -> str:
-    """Key of the rankings of ``queries``: the index, every query's text and scope mask (in
-    order), the retrieval fields, the depth actually searched and the search code."""
+    """Key of the rankings of ``queries``: the index, every query's text, scope mask and
+    case id (in order), the retrieval fields, the depth actually searched and the search
+    code."""
     listed = [
-        [q.text, None if q.allowed is None else np.packbits(q.allowed).tobytes().hex()]
+        [q.text, None if q.allowed is None else np.packbits(q.allowed).tobytes().hex(), q.case]
         for q in queries
     ]
     return sha256_json(
@@ -167,6 +169,10 @@ def cached_rankings(
         np.save(folder / "indices.npy", indices, allow_pickle=False)
         np.save(folder / "scores.npy", scores, allow_pickle=False)
         np.save(folder / "seconds.npy", np.array([r.seconds for r in ranked]), allow_pickle=False)
+        if ranked and ranked[0].stages:
+            write_json(folder / "stage_names.json", [name for name, _ in ranked[0].stages])
+            split = np.array([[t for _, t in r.stages] for r in ranked], dtype=np.float64)
+            np.save(folder / "stage_seconds.npy", split, allow_pickle=False)
 
     def load(folder: Path) -> list[Ranked]:
         indices = np.load(folder / "indices.npy", allow_pickle=False)
@@ -175,8 +181,22 @@ def cached_rankings(
         if indices.shape != (len(queries), top_k) or len(seconds) != len(queries):
             raise DriftError(f"cached rankings {folder} do not match {len(queries)} queries")
         lengths = (indices >= 0).sum(axis=1).tolist()
+        split = _stage_seconds(folder, len(queries))
         return [
-            Ranked(indices[row, :n], scores[row, :n], seconds[row]) for row, n in enumerate(lengths)
+            Ranked(indices[row, :n], scores[row, :n], seconds[row], split[row])
+            for row, n in enumerate(lengths)
         ]
 
     return cache.get_or_build("rankings", key, build, load)
+
+
+def _stage_seconds(folder: Path, n_queries: int) -> list[tuple[tuple[str, float], ...]]:
+    """The per-stage seconds of cached rankings (:attr:`Ranked.stages`), empty when the
+    rankings were one search."""
+    if not (folder / "stage_names.json").is_file():
+        return [()] * n_queries
+    names = json.loads((folder / "stage_names.json").read_text(encoding="utf-8"))
+    split = np.load(folder / "stage_seconds.npy", allow_pickle=False)
+    if split.shape != (n_queries, len(names)):
+        raise DriftError(f"cached rankings {folder} hold stage times of another shape")
+    return [tuple(zip(names, row, strict=True)) for row in split.tolist()]

@@ -60,3 +60,5 @@ class Backend(Protocol):
 
 
 BACKENDS: Registry[Backend] = Registry("embedding.backend")
+"""A backend may also define ``own_chunks(cfg, corpus) -> list[Chunk]`` when its chunks
+are not cut by ``chunking`` but come with it (``external``: another system's chunks)."""

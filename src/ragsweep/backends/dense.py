@@ -95,6 +95,8 @@ def build_dense_index(
 
 
 EncoderFactory = Callable[[EmbeddingConfig], DenseEncoder]
+QueryView = Callable[[DenseEncoder], DenseEncoder]
+"""The same loaded model embedding queries differently (a query prompt)."""
 
 _ENCODERS: dict[str, DenseEncoder] = {}
 
@@ -132,34 +134,47 @@ class StoreEmbedder:
         store: EmbeddingStore,
         stage: str,
         make: EncoderFactory,
+        view: QueryView | None = None,
     ) -> None:
         self.identity = identity
         self.cfg = cfg
         self.stage = stage
         self.store = store
         self.make = make
+        self.view = view
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.store.embed(texts, self._encode, self.stage)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         encoder = shared_encoder(self.cfg, self.identity, self.make)
+        if self.view is not None:
+            encoder = self.view(encoder)
         with progress_bar(f"{self.stage}: {len(texts)} texts", len(texts)) as advance:
             return encode_in_batches(encoder, texts, advance)
 
 
 class DenseBackend:
     """A dense backend: ``identity`` resolves the model (without loading it), ``encoder``
-    builds the encoder (loading it) on the first embedding miss."""
+    builds the encoder (loading it) on the first embedding miss.
+
+    A backend that embeds queries unlike documents (a query prompt) gives ``query_view``;
+    its query vectors then live in a store of their own (:func:`query_store_key`), since
+    the same text is embedded differently as a query and as a chunk.
+    """
 
     index_stage = "dense_index"
     index_code = ""  # the stored index is the vectors: the model identity says it all
 
     def __init__(
-        self, identity: Callable[[EmbeddingConfig], ModelIdentity], encoder: EncoderFactory
+        self,
+        identity: Callable[[EmbeddingConfig], ModelIdentity],
+        encoder: EncoderFactory,
+        query_view: QueryView | None = None,
     ) -> None:
         self._identity = identity
         self.encoder = encoder
+        self.query_view = query_view
 
     @cached_property
     def search_code(self) -> str:
@@ -178,9 +193,14 @@ class DenseBackend:
         cache: StageCache,
     ) -> DenseIndex:
         model = provenance.model
-        store = EmbeddingStore(cache, model.key, model.dimension)  # chunks and queries share it
+        store = EmbeddingStore(cache, model.key, model.dimension)
+        query_store = store  # chunks and queries share it unless queries are embedded apart
+        if self.query_view is not None:
+            query_store = EmbeddingStore(cache, query_store_key(model), model.dimension)
         chunks = StoreEmbedder(cfg, model, store, "embeddings", self.encoder)
-        queries = StoreEmbedder(cfg, model, store, "query_embeddings", self.encoder)
+        queries = StoreEmbedder(
+            cfg, model, query_store, "query_embeddings", self.encoder, self.query_view
+        )
 
         def build(folder: Path) -> None:
             np.save(folder / "vectors.npy", chunks.embed(texts), allow_pickle=False)
@@ -192,3 +212,9 @@ class DenseBackend:
             return build_dense_index(vectors, queries, provenance)
 
         return cache.get_or_build(self.index_stage, key, build, load)
+
+
+def query_store_key(model: ModelIdentity) -> str:
+    """The embedding-store key of a model's query vectors when queries are embedded unlike
+    documents (see :class:`DenseBackend`)."""
+    return sha256_json({"model": model.key, "role": "query"})
