@@ -57,6 +57,7 @@ from ragsweep.metrics import METRIC_DEFINITIONS
 from ragsweep.preprocess import Preprocessor, build_preprocessor
 from ragsweep.report import plot_at_k, print_summary, render_report
 from ragsweep.tracking import DatasetInput, RunRecord, flatten, log_run
+from ragsweep.tracking_store import prepare_store
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,8 @@ def run_evaluation(
     console = console or Console(stderr=True)
     timer = Timer()
     preprocessor, model = validate_before_work(cfg)
+    if cfg.tracking.enabled:
+        prepare_store(cfg.tracking)  # the store answers before any work (docs/tracking.md)
     judge = prepare_judge(JudgeConfig.from_resolved(resolved_config))  # None: judge=off
     corpus = load_corpus(cfg.corpus)
     golden = load_golden(cfg.golden, corpus)

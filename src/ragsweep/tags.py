@@ -35,6 +35,8 @@ LOGGED = "ragsweep.logged"
 """``complete`` once every param, metric and artifact of the run is in the store."""
 ERROR = "ragsweep.error"
 """Why a job failed (first characters of the error)."""
+RECORD_ID = "ragsweep.record_id"
+"""The id of the run's ``record.json``: ``ragsweep-log`` never logs one record twice."""
 
 # --- sweeps ---------------------------------------------------------------------------
 SWEEP = "ragsweep.sweep"
