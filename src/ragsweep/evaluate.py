@@ -18,6 +18,7 @@ from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
 from ragsweep.golden import GoldenCase
 from ragsweep.index import Index, Query, Ranked
+from ragsweep.metric_keys import key_tags, type_segments
 from ragsweep.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.preprocess import Preprocessor
 from ragsweep.progress import progress_bar
@@ -215,16 +216,23 @@ class Summary:
     extra: dict[str, float]
 
     def flat_metrics(self) -> dict[str, float]:
-        """MLflow metric keys: ``recall_at_5``, ``by_type/<type>/<metric>``, ..."""
+        """MLflow metric keys: ``recall_at_5``, ``by_type/<type>/<metric>``, ...; each type
+        is its key segment (:func:`ragsweep.metric_keys.type_segment`: the name itself when
+        MLflow accepts it, else a slug with a hash suffix)."""
+        segment = type_segments(self.type_counts)
         flat: dict[str, float] = dict(self.overall)
         for type_name, metrics in self.by_type.items():
-            flat.update({f"by_type/{type_name}/{k}": v for k, v in metrics.items()})
+            flat.update({f"by_type/{segment[type_name]}/{k}": v for k, v in metrics.items()})
         flat.update({f"by_type_min/{k}": v for k, v in self.by_type_min.items()})
         flat.update({k: float(v) for k, v in self.counts.items()})
-        flat.update({f"n_cases/{t}": float(n) for t, n in self.type_counts.items()})
-        flat.update({f"n_answerable/{t}": float(n) for t, n in self.scored_counts.items()})
+        flat.update({f"n_cases/{segment[t]}": float(n) for t, n in self.type_counts.items()})
+        flat.update({f"n_answerable/{segment[t]}": float(n) for t, n in self.scored_counts.items()})
         flat.update(self.extra)
         return flat
+
+    def key_tags(self) -> dict[str, str]:
+        """The ``ragsweep.type_keys`` tag: renamed types' key segments → their names."""
+        return key_tags(self.type_counts)
 
 
 def summarize(results: Sequence[CaseResult]) -> Summary:

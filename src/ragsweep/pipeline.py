@@ -269,6 +269,7 @@ def run_evaluation(
         }
         tags = {
             **run_tags(cfg, corpus, golden, model, run_hash),
+            **summary.key_tags(),
             **(judged.tags() if judged else {}),
             **cfg.tracking.tags,
             **dict(extra_tags or {}),

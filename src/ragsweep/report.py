@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ragsweep.evaluate import Summary
+from ragsweep.metric_keys import type_segments
 from ragsweep.svgchart import line_chart
 
 HEADLINE_FAMILIES = ("hit_at", "recall_at", "ndcg_at", "coverage_at")
@@ -47,6 +48,13 @@ def render_report(
     if summary.by_type_min:
         rows.append(["**min over types**", "", *(_fmt(summary.by_type_min[c]) for c in columns)])
     lines.append(markdown_table(["type", "n answerable", *columns], rows))
+    renamed = {t: s for t, s in type_segments(summary.type_counts).items() if s != t}
+    if renamed:
+        lines += [
+            "",
+            "MLflow metric keys of types MLflow does not accept as a key: "
+            + ", ".join(f"{t} → `by_type/{s}/…`" for t, s in renamed.items()),
+        ]
     unanswerable_types = sorted(set(summary.type_counts) - set(summary.by_type))
     if unanswerable_types:
         lines += [

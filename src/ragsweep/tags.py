@@ -37,6 +37,9 @@ ERROR = "ragsweep.error"
 """Why a job failed (first characters of the error)."""
 RECORD_ID = "ragsweep.record_id"
 """The id of the run's ``record.json``: ``ragsweep-log`` never logs one record twice."""
+TYPE_KEYS = "ragsweep.type_keys"
+"""JSON ``{key: type}`` for question types whose metric key differs from the type's name
+(``by_type/R_D-…/recall_at_5`` for type ``R&D``; see ``ragsweep.metric_keys``)."""
 
 # --- sweeps ---------------------------------------------------------------------------
 SWEEP = "ragsweep.sweep"

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from ragsweep import tags as tag
 from ragsweep.judge.config import JudgeConfig
+from ragsweep.metric_keys import by_type_key
 from ragsweep.report import markdown_table
 
 JUDGE_METRIC_DEFINITIONS: dict[str, str] = {
@@ -136,7 +137,7 @@ class JudgeOutcome:
         """MLflow metrics: ``judge/<metric>`` and ``judge/by_type/<type>/<metric>``."""
         flat = {f"judge/{k}": v for k, v in self.overall.items()}
         for type_name, metrics in self.by_type.items():
-            flat.update({f"judge/by_type/{type_name}/{k}": v for k, v in metrics.items()})
+            flat.update({by_type_key(type_name, k, "judge/by_type"): v for k, v in metrics.items()})
         return flat
 
     def case_fields(self) -> dict[str, dict[str, Any]]:
