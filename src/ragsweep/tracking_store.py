@@ -105,6 +105,7 @@ class SqliteState:
 
 
 def read_sqlite_state(path: Path) -> SqliteState:
+    """The tables, schema version and data of the SQLite file ``path``."""
     with closing(sqlite3.connect(path, timeout=SQLITE_TIMEOUT_SECONDS)) as db:
         tables = frozenset(
             row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
@@ -130,7 +131,10 @@ def repair_sqlite(uri: str) -> list[str]:
       and a store without a schema version cannot be migrated: both are reported.
     """
     path = sqlite_path(uri)
-    if path is None or not path.is_file() or path.stat().st_size == 0:
+    if path is None:
+        return []
+    path.parent.mkdir(parents=True, exist_ok=True)  # OSError: reported by the caller
+    if not path.is_file() or path.stat().st_size == 0:
         return []
     try:
         state = read_sqlite_state(path)
@@ -193,17 +197,18 @@ def _set_aside(path: Path) -> Path:
 class StoreKind:
     """How ragsweep treats one kind of store, chosen by the URI's scheme.
 
-    ``local_path``: the store's file or folder on this machine (None for a remote store: no
-    lock file, see docs/tracking.md); ``repair``: makes a local store openable by MLflow
-    and returns notes for the user; ``advice``: what to do when the store fails.
+    ``lock_file(uri, purpose)``: the file locked across processes for ``purpose``
+    (``store``, ``sweeps``), None for a remote store (no lock, see docs/tracking.md);
+    ``repair``: makes a local store openable by MLflow and returns notes for the user;
+    ``advice``: what to do when the store fails.
     """
 
-    local_path: Callable[[str], Path | None]
+    lock_file: Callable[[str, str], Path | None]
     repair: Callable[[str], list[str]]
     advice: Callable[[str, TrackingConfig], str]
 
 
-def _no_path(uri: str) -> Path | None:
+def _no_lock(uri: str, purpose: str) -> Path | None:
     return None
 
 
@@ -217,8 +222,15 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(path) if path and path != ":memory:" else None
 
 
-def _file_store_path(uri: str) -> Path | None:
-    return Path(urlparse(uri).path if uri.startswith("file:") else uri)
+def _sqlite_lock(uri: str, purpose: str) -> Path | None:
+    """Beside the database file: ``mlflow.db.<purpose>.lock``."""
+    path = sqlite_path(uri)
+    return None if path is None else path.with_name(f"{path.name}.{purpose}.lock")
+
+
+def _file_store_lock(uri: str, purpose: str) -> Path | None:
+    """Inside a file store's folder: ``.ragsweep.<purpose>.lock``."""
+    return Path(urlparse(uri).path) / f".ragsweep.{purpose}.lock"
 
 
 def _server_advice(uri: str, cfg: TrackingConfig) -> str:
@@ -240,33 +252,27 @@ def _generic_advice(uri: str, cfg: TrackingConfig) -> str:
     return "check tracking.uri (or MLFLOW_TRACKING_URI), or run with tracking.enabled=false"
 
 
-SERVER = StoreKind(_no_path, _no_repair, _server_advice)
+SERVER = StoreKind(_no_lock, _no_repair, _server_advice)
+FILE_STORE = StoreKind(_file_store_lock, _no_repair, _generic_advice)
 STORE_KINDS: dict[str, StoreKind] = {
-    "sqlite": StoreKind(sqlite_path, repair_sqlite, _sqlite_advice),
+    "sqlite": StoreKind(_sqlite_lock, repair_sqlite, _sqlite_advice),
     "http": SERVER,
     "https": SERVER,
-    "file": StoreKind(_file_store_path, _no_repair, _generic_advice),
-    "": StoreKind(_file_store_path, _no_repair, _generic_advice),
+    "file": FILE_STORE,
+    "": FILE_STORE,  # a plain path is a file store for MLflow
 }
 """URI scheme → kind; other schemes (postgresql, mysql, databricks, ...) are remote stores."""
-REMOTE = StoreKind(_no_path, _no_repair, _generic_advice)
+REMOTE = StoreKind(_no_lock, _no_repair, _generic_advice)
 
 
 def kind_of(uri: str) -> StoreKind:
+    """The kind of store ``uri`` names (by its scheme)."""
     return STORE_KINDS.get(urlparse(uri).scheme, REMOTE)
 
 
 def lock_file(uri: str, purpose: str) -> Path | None:
-    """The lock file of a local store for ``purpose`` (``store``, ``sweeps``), or None.
-
-    Beside a SQLite file: ``mlflow.db.store.lock``; inside a file store's folder:
-    ``.ragsweep.store.lock``."""
-    path = kind_of(uri).local_path(uri)
-    if path is None:
-        return None
-    if uri.startswith("sqlite:"):
-        return path.with_name(f"{path.name}.{purpose}.lock")
-    return path / f".ragsweep.{purpose}.lock"
+    """The lock file of a local store for ``purpose`` (``store``, ``sweeps``), or None."""
+    return kind_of(uri).lock_file(uri, purpose)
 
 
 @contextmanager
@@ -299,8 +305,8 @@ def _acquire(handle: Any, path: Path, wait_seconds: float) -> None:
             if time.monotonic() >= deadline:
                 raise TrackingStoreError(
                     f"waited {wait_seconds:.0f} s for the lock {path}, held by another "
-                    "ragsweep process that is creating or migrating the store; if none is "
-                    "running, the lock is stale only if a process hangs (fuser -v shows it)"
+                    "ragsweep process that is creating or migrating the store (the lock ends "
+                    f"with its process; `fuser -v {path}` shows which one)"
                 ) from None
             time.sleep(POLL_SECONDS)
 
@@ -320,10 +326,7 @@ def open_client(uri: str, cfg: TrackingConfig | None = None) -> Any:
 def _open_locked(uri: str, kind: StoreKind, cfg: TrackingConfig | None) -> Any:
     from mlflow.tracking import MlflowClient
 
-    path = kind.local_path(uri)
     try:
-        if path is not None and uri.startswith("sqlite:"):
-            path.parent.mkdir(parents=True, exist_ok=True)
         for note in kind.repair(uri):
             print(f"note: {note}", file=sys.stderr)
         return MlflowClient(tracking_uri=uri)
