@@ -240,7 +240,8 @@ class FailsWhileLogging(FakeTask):
             tag.PARENT_RUN_ID: str(run_cfg.tracking.parent_run_id),
         }
         bad_metric = {"not a valid metric name!": 1.0}  # MLflow refuses it mid-logging
-        log_run(run_cfg.tracking, RunRecord("paragraph", {}, bad_metric, tags, Path(".")))
+        job_dir = Path(HydraConfig.get().runtime.output_dir)
+        log_run(run_cfg.tracking, RunRecord("paragraph", {}, bad_metric, tags, job_dir))
         raise AssertionError("unreachable: log_run fails on the metric name")
 
 

@@ -9,22 +9,29 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.config import TrackingConfig, from_mapping
+from ragsweep.errors import RagsweepError
 from ragsweep.secret_keys import refusal, secret_keys
-from ragsweep.tracking import ensure_experiment
+from ragsweep.tracking_store import prepare_store
 
 
 class PrepareTrackingStore(Callback):
-    """Create the MLflow store and experiment in the parent process before a multirun.
+    """Check and create the MLflow store and experiment in the parent process before a
+    multirun launches any job.
 
-    Parallel jobs (joblib launcher) that each create a brand-new SQLite store at the same
-    time crash inside MLflow's schema migrations; creating it once up front avoids that.
+    A store that cannot be reached or created fails the launch (``error: ...``, exit status
+    2) instead of failing every job after its work. Hydra turns an exception raised by a
+    callback into a warning, so the error ends the process here.
     """
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        tracking = OmegaConf.to_container(config.tracking, resolve=True)
-        cfg = from_mapping(TrackingConfig, tracking, "tracking")  # type: ignore[arg-type]
-        if cfg.enabled:
-            ensure_experiment(cfg)
+        try:
+            tracking = OmegaConf.to_container(config.tracking, resolve=True)
+            cfg = from_mapping(TrackingConfig, tracking, "tracking")  # type: ignore[arg-type]
+            if cfg.enabled:
+                prepare_store(cfg)
+        except RagsweepError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
 
 
 class RejectSecretKeys(Callback):

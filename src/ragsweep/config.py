@@ -358,7 +358,9 @@ class TrackingConfig:
     """Where MLflow runs go. ``uri`` null means MLFLOW_TRACKING_URI, else the local store.
 
     ``parent_run_id`` nests the run under a parent (sweeps set it for every job); ``tags``
-    are added to the run (e.g. the swept axis and its value).
+    are added to the run (e.g. the swept axis and its value). ``timeout`` (seconds per
+    request) and ``retries`` (retries per request) bound how long a tracking server that is
+    down or hangs can hold a run up (docs/tracking.md).
     """
 
     enabled: bool = not_hashed(True)
@@ -370,8 +372,18 @@ class TrackingConfig:
     tags: dict[str, str] = not_hashed(default_factory=dict)
     default_db: str = not_hashed("")
     default_artifacts: str = not_hashed("")
+    timeout: int = not_hashed(10)
+    retries: int = not_hashed(2)
 
     def __post_init__(self) -> None:
+        check_all(
+            "tracking",
+            self,
+            [
+                (self.timeout >= 1, "timeout", "a whole number of seconds >= 1"),
+                (self.retries >= 0, "retries", ">= 0"),
+            ],
+        )
         _require(
             bool(self.experiment.strip()),
             f"tracking.experiment={self.experiment!r} must be a non-empty experiment name "

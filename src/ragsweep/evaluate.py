@@ -20,6 +20,7 @@ from ragsweep.config import EvalConfig
 from ragsweep.golden import GoldenCase
 from ragsweep.index import Index, Query, Ranked
 from ragsweep.measures import RAN_OUT, Measure
+from ragsweep.metric_keys import key_tags, type_segments
 from ragsweep.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.preprocess import Preprocessor
 from ragsweep.progress import progress_bar
@@ -251,18 +252,24 @@ class Summary:
 
     def flat_metrics(self) -> dict[str, float]:
         """MLflow metric keys: ``recall_at_5``, its interval (:func:`interval_keys`),
-        ``by_type/<type>/<metric>``, ``by_type_min/<metric>``, with intervals too, ..."""
+        ``by_type/<type>/<metric>``, ``by_type_min/<metric>``, with intervals too, ...; each
+        type is its key segment (:func:`ragsweep.metric_keys.type_segment`: the name itself
+        when MLflow accepts it, else a slug with a hash suffix)."""
+        segment = type_segments(self.type_counts)
         flat: dict[str, float] = _with_intervals("", self.overall, self.intervals)
         for type_name, metrics in self.by_type.items():
-            flat.update(
-                _with_intervals(f"by_type/{type_name}/", metrics, self.by_type_intervals[type_name])
-            )
+            intervals = self.by_type_intervals[type_name]
+            flat.update(_with_intervals(f"by_type/{segment[type_name]}/", metrics, intervals))
         flat.update(_with_intervals("by_type_min/", self.by_type_min, self.by_type_min_intervals))
         flat.update({k: float(v) for k, v in self.counts.items()})
-        flat.update({f"n_cases/{t}": float(n) for t, n in self.type_counts.items()})
-        flat.update({f"n_answerable/{t}": float(n) for t, n in self.scored_counts.items()})
+        flat.update({f"n_cases/{segment[t]}": float(n) for t, n in self.type_counts.items()})
+        flat.update({f"n_answerable/{segment[t]}": float(n) for t, n in self.scored_counts.items()})
         flat.update(self.extra)
         return flat
+
+    def key_tags(self) -> dict[str, str]:
+        """The ``ragsweep.type_keys`` tag: renamed types' key segments → their names."""
+        return key_tags(self.type_counts)
 
 
 def _with_intervals(

@@ -55,6 +55,7 @@ from ragsweep.stages import (
     texts_key,
 )
 from ragsweep.tracking import RunRecord, log_run
+from ragsweep.tracking_store import prepare_store
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,8 @@ def run_stages(resolved: ResolvedConfig) -> StageOutcome:
     """Run every stage of one configuration (see module docstring)."""
     cfg = resolved.cfg
     timer = Timer()
+    if cfg.tracking.enabled:
+        prepare_store(cfg.tracking)  # the store answers before any work (docs/tracking.md)
     judge = prepare_judge(cfg.judge)  # None: judge=off; checks the server before any work
     corpus = load_corpus(cfg.corpus)
     golden = load_golden(cfg.golden, corpus)

@@ -16,6 +16,7 @@ from ragsweep.atomic import write_text_atomic
 from ragsweep.config import EvalConfig
 from ragsweep.evaluate import Summary
 from ragsweep.measures import HIT, MRR, RAN_OUT, RECALL, Measure
+from ragsweep.metric_keys import type_segments
 from ragsweep.svgchart import line_chart
 from ragsweep.uncertainty import Bounds
 
@@ -53,6 +54,13 @@ def render_report(
     ]
     lines += _ran_out_note(summary, eval_cfg)
     lines += ["", "## By question type (mean [95% interval])", "", _by_type_table(summary, columns)]
+    renamed = {t: seg for t, seg in type_segments(summary.type_counts).items() if seg != t}
+    if renamed:
+        lines += [
+            "",
+            "MLflow metric keys of types MLflow does not accept as a key: "
+            + ", ".join(f"{t} → `by_type/{seg}/…`" for t, seg in renamed.items()),
+        ]
     unanswerable_types = sorted(set(summary.type_counts) - set(summary.by_type))
     if unanswerable_types:
         lines += [

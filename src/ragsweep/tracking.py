@@ -4,26 +4,46 @@ The default store is an SQLite database under ``outputs/`` with artifacts beside
 MLflow URI can be given with ``tracking.uri`` or ``MLFLOW_TRACKING_URI``. Runs are written
 with ``MlflowClient`` (no global active run), in one go at the end of a run. A run that
 fails while it is being logged is marked FAILED and lacks the ``ragsweep.logged=complete``
-tag, which readers (promotion, comparison, resume) require. See docs/tracking.md.
+tag, which readers (promotion, comparison, resume) require. Before the store is written,
+the run's directory receives ``record.json`` (everything the run sends to MLflow), so a run
+whose store fails at the end is not lost: ``ragsweep-log RUN_DIR`` logs it later. The store
+itself (creation, locks, repair, timeouts) is :mod:`ragsweep.tracking_store`. See
+docs/tracking.md.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
+import json
 import time
+import uuid
 import warnings
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ragsweep import tags as tag
-from ragsweep.config import TrackingConfig
-from ragsweep.errors import ConfigError
+from ragsweep.config import TrackingConfig, from_mapping
+from ragsweep.errors import RagsweepError
+from ragsweep.tracking_store import (
+    TrackingStoreError,
+    open_client,
+    prepare_store,
+    reason,
+    tracking_uri,
+)
 
 MAX_PARAM_VALUE = 6000  # MLflow's limit on a param value's length
 BATCH = 100
 DATASET_ATTEMPTS = 4  # log_inputs races between parallel jobs; see _log_dataset
+RECORD_FILE = "record.json"
+"""In a run directory: what the run sends to MLflow (``ragsweep-log`` reads it)."""
+RECORD_FORMAT = 1
+
+
+class RecordError(RagsweepError):
+    """A run directory without a readable ``record.json`` (names the file)."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +58,8 @@ class DatasetInput:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """Everything one MLflow run receives."""
+    """Everything one MLflow run receives. ``record_id`` identifies the record (and is
+    tagged on the run), so logging it again later never makes a second run."""
 
     run_name: str
     params: dict[str, str]
@@ -47,54 +68,79 @@ class RunRecord:
     artifacts_dir: Path
     dataset: DatasetInput | None = None
     status: str = "FINISHED"
+    record_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def to_json(self, tracking: TrackingConfig) -> dict[str, Any]:
+        """The ``record.json`` content; ``tracking``: the store settings it was logged with."""
+        dataset = None
+        if self.dataset is not None:
+            dataset = {
+                **dataclasses.asdict(self.dataset),
+                "path": str(Path(self.dataset.path).resolve()),
+            }
+        return {
+            "format": RECORD_FORMAT,
+            "record_id": self.record_id,
+            "run_name": self.run_name,
+            "status": self.status,
+            "params": self.params,
+            "metrics": self.metrics,
+            "tags": self.tags,
+            "dataset": dataset,
+            "tracking": dataclasses.asdict(tracking),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], artifacts_dir: Path) -> RunRecord:
+        """Inverse of :meth:`to_json` (without the tracking settings)."""
+        dataset = data.get("dataset")
+        return cls(
+            run_name=str(data["run_name"]),
+            params={str(k): str(v) for k, v in data["params"].items()},
+            metrics={str(k): float(v) for k, v in data["metrics"].items()},
+            tags={str(k): str(v) for k, v in data["tags"].items()},
+            artifacts_dir=artifacts_dir,
+            dataset=DatasetInput(**dataset) if dataset else None,
+            status=str(data["status"]),
+            record_id=str(data["record_id"]),
+        )
 
 
-def tracking_uri(cfg: TrackingConfig) -> str:
-    """``tracking.uri``, else ``MLFLOW_TRACKING_URI``, else the local SQLite store."""
-    if cfg.uri:
-        return cfg.uri
-    if os.environ.get("MLFLOW_TRACKING_URI"):
-        return os.environ["MLFLOW_TRACKING_URI"]
-    if not cfg.default_db:
-        raise ConfigError("tracking.default_db is empty and no tracking.uri is set")
-    return "sqlite:///" + str(Path(cfg.default_db).resolve())
+def save_record(cfg: TrackingConfig, record: RunRecord) -> Path:
+    """Write ``record.json`` into the run directory (atomically: no half-written file)."""
+    path = record.artifacts_dir / RECORD_FILE
+    temporary = path.with_name(f".{RECORD_FILE}.tmp")
+    text = json.dumps(record.to_json(cfg), ensure_ascii=False, indent=1, sort_keys=True)
+    temporary.write_text(text + "\n", encoding="utf-8")
+    temporary.replace(path)
+    return path
 
 
-def artifact_location(cfg: TrackingConfig) -> str | None:
-    if cfg.artifact_location:
-        return cfg.artifact_location
-    if cfg.default_artifacts:
-        return Path(cfg.default_artifacts).resolve().as_uri()
-    return None
+def load_record(run_dir: Path) -> tuple[TrackingConfig, RunRecord]:
+    """The tracking settings and the record saved in ``run_dir/record.json``."""
+    path = run_dir / RECORD_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != RECORD_FORMAT:
+            raise ValueError(f"format {data.get('format')!r}, expected {RECORD_FORMAT}")
+        tracking = from_mapping(TrackingConfig, data["tracking"], "tracking")
+        return tracking, RunRecord.from_json(data, run_dir)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RagsweepError) as exc:
+        raise RecordError(
+            f"{path}: not a run record ({reason(exc)}); only run directories written by "
+            "ragsweep (with record.json) can be logged"
+        ) from None
 
 
 def client_for(cfg: TrackingConfig) -> Any:
-    """An MlflowClient on the configured store (the SQLite file's folder is created)."""
-    from mlflow.tracking import MlflowClient
-
-    uri = tracking_uri(cfg)
-    if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return MlflowClient(tracking_uri=uri)
+    """An MlflowClient on the configured store (:func:`ragsweep.tracking_store.open_client`)."""
+    return open_client(tracking_uri(cfg), cfg)
 
 
 def ensure_experiment(cfg: TrackingConfig) -> str:
-    """Create the store (schema migrations included) and the experiment; return its id.
-
-    Call this once in the parent process before parallel jobs start: concurrent creation of
-    a brand-new SQLite store fails inside MLflow's migrations.
-    """
-    client = client_for(cfg)
-    experiment = client.get_experiment_by_name(cfg.experiment)
-    if experiment is not None:
-        return str(experiment.experiment_id)
-    try:
-        return str(client.create_experiment(cfg.experiment, artifact_location(cfg)))
-    except Exception:  # another process created it between our check and create
-        experiment = client.get_experiment_by_name(cfg.experiment)
-        if experiment is None:
-            raise
-        return str(experiment.experiment_id)
+    """Check and create the store and the experiment; return the experiment id (see
+    :func:`~ragsweep.tracking_store.prepare_store`)."""
+    return prepare_store(cfg)
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -119,12 +165,39 @@ def batches(items: list[Any]) -> Iterator[list[Any]]:
 
 
 def log_run(cfg: TrackingConfig, record: RunRecord) -> str:
-    """Create one MLflow run from ``record`` and return its run id."""
+    """Save ``record.json`` in the run directory, create one MLflow run from ``record`` and
+    return its run id.
+
+    If the store fails, the run directory still holds the run (artifacts and
+    ``record.json``): the TrackingStoreError says so and gives the ``ragsweep-log`` command
+    that logs it later. A run MLflow created before the failure is closed FAILED (best
+    effort: the store may be gone), without the ``ragsweep.logged=complete`` tag.
+    """
+    save_record(cfg, record)
+    try:
+        return _write_run(cfg, record)
+    except Exception as exc:
+        raise TrackingStoreError(
+            f"run directory {record.artifacts_dir} holds the whole run ({RECORD_FILE} and "
+            f"its artifacts) but it was not logged to {_uri_or_config(cfg)}: {reason(exc)}. "
+            f"Log it when the store works again: ragsweep-log {record.artifacts_dir}"
+        ) from exc
+
+
+def _uri_or_config(cfg: TrackingConfig) -> str:
+    try:
+        return tracking_uri(cfg)
+    except RagsweepError:
+        return "the tracking store"
+
+
+def _write_run(cfg: TrackingConfig, record: RunRecord) -> str:
     from mlflow.entities import Metric, Param, RunTag
 
-    client = client_for(cfg)
     experiment_id = ensure_experiment(cfg)
-    run = client.create_run(experiment_id, tags=record.tags, run_name=record.run_name)
+    client = client_for(cfg)
+    tags = {**record.tags, tag.RECORD_ID: record.record_id}
+    run = client.create_run(experiment_id, tags=tags, run_name=record.run_name)
     run_id = str(run.info.run_id)
     try:
         params = [Param(k, v) for k, v in sorted(record.params.items())]
@@ -139,10 +212,30 @@ def log_run(cfg: TrackingConfig, record: RunRecord) -> str:
         client.log_artifacts(run_id, str(record.artifacts_dir))
         client.log_batch(run_id, tags=[RunTag(tag.LOGGED, "complete")])
     except Exception:
-        client.set_terminated(run_id, status="FAILED")
+        _close_failed(client, run_id)
         raise
     client.set_terminated(run_id, status=record.status)
     return run_id
+
+
+def _close_failed(client: Any, run_id: str) -> None:
+    try:
+        client.set_terminated(run_id, status="FAILED")
+    except Exception:  # the store that just failed may be gone: the error says what to do
+        return
+
+
+def find_logged(cfg: TrackingConfig, record: RunRecord) -> str | None:
+    """The id of a complete run already logged from ``record`` (its ``record_id``), if any."""
+    experiment_id = ensure_experiment(cfg)
+    runs = client_for(cfg).search_runs(
+        [experiment_id],
+        filter_string=(
+            f"tags.`{tag.RECORD_ID}` = '{record.record_id}' and tags.`{tag.LOGGED}` = 'complete'"
+        ),
+        max_results=1,
+    )
+    return str(runs[0].info.run_id) if runs else None
 
 
 def _log_dataset(client: Any, run_id: str, dataset: DatasetInput) -> None:

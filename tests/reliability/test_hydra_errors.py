@@ -30,7 +30,7 @@ from tests.test_pipeline import project_overrides
             "hydra/launcher=jobilb",
             "error: hydra/launcher='jobilb' is not one of: basic, joblib; did you mean 'joblib'?",
         ),
-        ("embedding=bm26", "error: embedding='bm26' is not one of: bm25, ollama, openai, use_m3"),
+        ("embedding=bm26", "error: embedding='bm26' is not one of: ann, bm25, custom, external"),
         ("chunking.size=[1", "error: no viable alternative at input '[1'"),
     ],
 )

@@ -16,6 +16,7 @@ from ragsweep.judge.agreement import Agreement, Floors, render_markdown
 from ragsweep.judge.calls import InvalidReply
 from ragsweep.judge.config import JudgeConfig
 from ragsweep.judge.verdict import SCHEMA_KINDS
+from ragsweep.metric_keys import by_type_key
 from ragsweep.remote.chat import ServedChatModel
 from ragsweep.report import markdown_table
 
@@ -186,7 +187,7 @@ class JudgeOutcome:
         human verdicts, ``judge/agreement/...``."""
         flat = {f"judge/{k}": v for k, v in self.overall.items()}
         for type_name, metrics in self.by_type.items():
-            flat.update({f"judge/by_type/{type_name}/{k}": v for k, v in metrics.items()})
+            flat.update({by_type_key(type_name, k, "judge/by_type"): v for k, v in metrics.items()})
         if self.agreement is not None:
             flat.update(self.agreement.metrics(self.floors))
         return flat

@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from ragsweep import tags as tag
+from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.errors import RagsweepError
 from ragsweep.release.compare import compare_runs, log_comparison, render_markdown
 from ragsweep.release.errors import RunLookupError, ThresholdsError
@@ -46,6 +47,7 @@ from ragsweep.release.thresholds import (
     save_thresholds,
 )
 from ragsweep.report import markdown_table
+from ragsweep.tracking_store import apply_http_settings
 
 EXIT_GATE_FAILED = 1
 EXIT_ERROR = 2
@@ -75,6 +77,7 @@ def _add_store_option(parser: argparse.ArgumentParser) -> None:
 
 def _open_store(args: argparse.Namespace) -> tuple[RunStore, dict[str, Any]]:
     config = current_config()
+    apply_http_settings(from_mapping(TrackingConfig, config["tracking"], "tracking"))
     return RunStore(current_tracking_uri(config, args.tracking_uri)), config
 
 

@@ -34,6 +34,7 @@ from ragsweep.config import EvalConfig
 from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError
 from ragsweep.golden import load_golden
+from ragsweep.metric_keys import by_type_key, type_names
 from ragsweep.pipeline import RunResult, run_evaluation
 from ragsweep.release.errors import PromotionError
 from ragsweep.release.store import (
@@ -243,11 +244,11 @@ def render_report(
         _row(m, tuning.metrics.get(m), summary.overall[m])
         for m in metric_columns(summary, eval_cfg)
     ]
-    types = sorted({*summary.by_type, *_logged_types(tuning.metrics)})
+    types = sorted({*summary.by_type, *_logged_types(tuning)})
     by_type = [
         _row(
             t,
-            tuning.metrics.get(f"by_type/{t}/{objective}"),
+            tuning.metrics.get(by_type_key(t, objective)),
             summary.by_type.get(t, {}).get(objective),
         )
         for t in types
@@ -272,9 +273,11 @@ def render_report(
     return "\n".join(lines) + "\n"
 
 
-def _logged_types(metrics: Mapping[str, float]) -> set[str]:
-    """Question types with figures in a logged run (``by_type/<type>/<metric>`` keys)."""
-    return {key.split("/")[1] for key in metrics if key.startswith("by_type/")}
+def _logged_types(run: LoggedRun) -> set[str]:
+    """Question types with figures in a logged run (``by_type/<segment>/<metric>`` keys,
+    renamed types mapped back to their names)."""
+    segments = {key.split("/")[1] for key in run.metrics if key.startswith("by_type/")}
+    return type_names(run.tags, segments)
 
 
 def _row(label: str, tuning: float | None, holdout: float | None) -> list[str]:

@@ -21,7 +21,7 @@ from ragsweep.appconfig import compose, plain_config
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.evaluate import CASES_FILE, CaseResult, cases_from_jsonl
 from ragsweep.release.errors import RunLookupError
-from ragsweep.tracking import tracking_uri
+from ragsweep.tracking_store import open_client, tracking_uri
 
 HOLDOUT = "holdout"
 TUNING = "tuning"
@@ -73,15 +73,13 @@ class RunStore:
     """An existing MLflow tracking store, read by run id or by tag search."""
 
     def __init__(self, uri: str) -> None:
-        from mlflow.tracking import MlflowClient
-
         if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
             raise RunLookupError(
                 f"no MLflow store at {uri}: nothing has been logged there yet "
                 "(pass --tracking-uri or set MLFLOW_TRACKING_URI)"
             )
         self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
+        self.client = open_client(uri)  # a local store is opened under its store lock
 
     def get(self, run_id: str) -> LoggedRun:
         """The run ``run_id``, or a RunLookupError naming the store."""

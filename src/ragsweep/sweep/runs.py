@@ -29,34 +29,95 @@ from ragsweep.tracking import (
     ensure_experiment,
     log_run,
 )
+from ragsweep.tracking_store import exclusive_lock, lock_file, tracking_uri
 
 
 class SweepInProgressError(RagsweepError):
     """The sweep to resume is still being run by a live process."""
 
 
+CLAIM_PARAM = "sweep.claim."
+"""Param ``sweep.claim.<n>`` of a parent run: ``host:pid`` of the process that took the parent
+over for the n-th time (the creator is generation 0). MLflow never changes a logged param,
+so logging it is a compare-and-set: of two processes claiming the same generation, the
+store's unique key on (run, param) lets exactly one succeed."""
+
+
 def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def check_not_running_elsewhere(run: Any) -> None:
-    """Refuse to resume a RUNNING parent whose owner may still be alive.
+@dataclass(frozen=True)
+class Ownership:
+    """Who holds a parent run: claim ``generation`` (0: its creator), the ``owner``
+    (``host:pid``), and whether that owner let go (``released``: its sweep ended)."""
 
-    A parent that is FAILED or KILLED was interrupted; a RUNNING one was either cut off
-    hard (its process is gone) or is being driven right now. On this host the owner's pid
-    tells which; on another host it cannot be known, so we refuse and name the way out.
+    generation: int
+    owner: str
+    released: bool
+
+    @classmethod
+    def of(cls, run: Any) -> Ownership:
+        claims = {
+            int(key.removeprefix(CLAIM_PARAM)): value
+            for key, value in run.data.params.items()
+            if key.startswith(CLAIM_PARAM) and key.removeprefix(CLAIM_PARAM).isdigit()
+        }
+        generation = max(claims, default=0)
+        owner = claims.get(generation) or run.data.tags.get(tag.SWEEP_OWNER, "")
+        released = run.data.tags.get(tag.SWEEP_RELEASED) == str(generation) or (
+            generation == 0 and run.info.status != "RUNNING"
+        )
+        return cls(generation, owner, released)
+
+    def owner_is_gone(self) -> bool:
+        """True when the owner ran on this host and its process no longer exists (on
+        another host it cannot be known)."""
+        host, _, pid = self.owner.rpartition(":")
+        return host == socket.gethostname() and pid.isdigit() and not _process_alive(int(pid))
+
+
+def check_not_running_elsewhere(run: Any) -> Ownership:
+    """Refuse to resume a parent whose owner may still be alive; return its ownership.
+
+    A parent whose last owner ended its sweep (FAILED, KILLED) was interrupted; otherwise
+    it was either cut off hard (its process is gone) or is being driven or resumed right
+    now. On this host the owner's pid tells which; on another host it cannot be known, so
+    we refuse and name the way out.
     """
-    if run.info.status != "RUNNING":
-        return
-    owner = run.data.tags.get(tag.SWEEP_OWNER, "")
-    host, _, pid = owner.rpartition(":")
-    if host == socket.gethostname() and pid.isdigit() and not _process_alive(int(pid)):
-        return
+    own = Ownership.of(run)
+    if own.released or own.owner_is_gone():
+        return own
+    state = "is still RUNNING" if run.info.status == "RUNNING" else "is being resumed"
     raise SweepInProgressError(
-        f"sweep parent run {run.info.run_id} is still RUNNING (owner {owner or 'unknown'}); "
+        f"sweep parent run {run.info.run_id} {state} (owner {own.owner or 'unknown'}); "
         "wait for that sweep to finish, or start a new parent with "
         "hydra.sweeper.resume=false"
     )
+
+
+def claim_parent(client: Any, run: Any) -> int:
+    """Take over the interrupted parent ``run`` for this process; return the claim
+    generation. Exactly one of several processes claiming it at once succeeds (see
+    ``CLAIM_PARAM``); the others get a SweepInProgressError."""
+    own = check_not_running_elsewhere(run)
+    run_id, mine = str(run.info.run_id), owner_id()
+    key = f"{CLAIM_PARAM}{own.generation + 1}"
+    try:
+        client.log_param(run_id, key, mine)
+    except Exception:
+        holder = client.get_run(run_id).data.params.get(key)
+        if holder is None:
+            raise  # not a lost claim: the store failed
+        if holder != mine:
+            raise SweepInProgressError(
+                f"sweep parent run {run_id} was taken over by another process ({holder}) "
+                "resuming the same sweep at the same time; let that one finish, or start a "
+                "new parent with hydra.sweeper.resume=false"
+            ) from None
+    client.update_run(run_id, status="RUNNING")
+    client.set_tag(run_id, tag.SWEEP_OWNER, mine)
+    return own.generation + 1
 
 
 def _process_alive(pid: int) -> bool:
@@ -131,7 +192,8 @@ def find_unfinished_parent(client: Any, experiment_id: str, digest: str) -> Any 
 
 
 class SweepRuns:
-    """The parent run of one sweep and what is logged under it."""
+    """The parent run of one sweep and what is logged under it; ``generation``: this
+    process's claim on the parent (0: it created it)."""
 
     def __init__(
         self,
@@ -140,37 +202,37 @@ class SweepRuns:
         experiment_id: str,
         parent_id: str,
         resumed: bool,
+        generation: int = 0,
     ) -> None:
         self.tracking = tracking
         self.client = client
         self.experiment_id = experiment_id
         self.parent_id = parent_id
         self.resumed = resumed
+        self.generation = generation
 
     @classmethod
     def open(
         cls, tracking: TrackingConfig, spec: SweepSpec, digest: str, resume: bool
     ) -> SweepRuns:
-        """Resume the unfinished parent run of the same sweep, or start a new one."""
-        from mlflow.entities import Param
+        """Resume the unfinished parent run of the same sweep, or start a new one.
 
+        On a local store (SQLite, file) the lookup and the claim or creation run under the
+        store's sweeps lock (``mlflow.db.sweeps.lock``), so processes starting the same
+        sweep together see each other's parent; on any store the claim itself is a
+        compare-and-set (:func:`claim_parent`).
+        """
         experiment_id = ensure_experiment(tracking)
         client = client_for(tracking)
-        previous = find_unfinished_parent(client, experiment_id, digest) if resume else None
-        if previous is not None:
-            check_not_running_elsewhere(previous)
-            client.update_run(previous.info.run_id, status="RUNNING")
-            client.set_tag(previous.info.run_id, tag.SWEEP_OWNER, owner_id())
-            runs = cls(tracking, client, experiment_id, previous.info.run_id, resumed=True)
-            runs.kill_stale_children()
-            return runs
-        run = client.create_run(
-            experiment_id, tags=_parent_tags(spec, digest), run_name=f"sweep-{spec.name}"
-        )
-        params = [Param(k, v[:MAX_PARAM_VALUE]) for k, v in sorted(spec.params().items())]
-        client.log_batch(run.info.run_id, params=params)
-        client.log_artifact(run.info.run_id, str(spec.path))
-        return cls(tracking, client, experiment_id, run.info.run_id, resumed=False)
+        with exclusive_lock(lock_file(tracking_uri(tracking), "sweeps")):
+            previous = find_unfinished_parent(client, experiment_id, digest) if resume else None
+            if previous is not None:
+                generation = claim_parent(client, previous)
+                runs = cls(tracking, client, experiment_id, previous.info.run_id, True, generation)
+                runs.kill_stale_children()
+                return runs
+            parent_id = _new_parent(client, experiment_id, spec, digest)
+            return cls(tracking, client, experiment_id, parent_id, resumed=False)
 
     def _children(self, status: str, extra_filter: str = "") -> list[Any]:
         """Child runs of the parent with ``status``; ``extra_filter`` adds MLflow filter
@@ -298,7 +360,20 @@ class SweepRuns:
             self.client.log_artifact(self.parent_id, str(path))
         if result.final is not None and result.final.run_id:
             self.mark_best(result.final.run_id)
+        self.client.set_tag(self.parent_id, tag.SWEEP_RELEASED, str(self.generation))
         self.client.set_terminated(self.parent_id, status=status)
+
+
+def _new_parent(client: Any, experiment_id: str, spec: SweepSpec, digest: str) -> str:
+    from mlflow.entities import Param
+
+    run = client.create_run(
+        experiment_id, tags=_parent_tags(spec, digest), run_name=f"sweep-{spec.name}"
+    )
+    params = [Param(k, v[:MAX_PARAM_VALUE]) for k, v in sorted(spec.params().items())]
+    client.log_batch(run.info.run_id, params=params)
+    client.log_artifact(run.info.run_id, str(spec.path))
+    return str(run.info.run_id)
 
 
 def _parent_tags(spec: SweepSpec, digest: str) -> dict[str, str]:
