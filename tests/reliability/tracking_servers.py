@@ -129,6 +129,8 @@ class MlflowServer:
         if self.process is not None:
             self.process.terminate()
             self.process.wait(timeout=30)
+            if self.process.stdout is not None:
+                self.process.stdout.close()
 
 
 class HoldingProxy:
