@@ -80,7 +80,7 @@ def test_bad_overrides_are_all_reported_with_a_suggestion(project: Path) -> None
         "mode, size, overlap, heading_prefix); did you mean 'size'?",
         "command line: embeding.model=x: embeding.model is not a config key (keys of the "
         "config: paths, corpus, golden, preprocess, chunking, embedding, retrieval, eval, "
-        "tracking, cache, judge, sweep); did you mean 'embedding'?",
+        "tracking, cache, judge, rerank, sweep); did you mean 'embedding'?",
         "command line: eval.ks=[5, 1] must be strictly increasing",
     ]
 
@@ -110,7 +110,7 @@ def test_every_sweep_value_is_checked_on_the_baseline(project: Path) -> None:
         "config group preprocess (options: nfkc, nfkc_synonyms, none); did you mean 'nfkc'?",
     ]
     assert messages(["sweep=chunkin"])[0].endswith(
-        "(sweeps: bad, chunking, grid_small); did you mean 'chunking'?"
+        "(sweeps: bad, chunking, grid_small, retrieval); did you mean 'chunking'?"
     )
 
 

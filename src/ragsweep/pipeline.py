@@ -223,14 +223,14 @@ def run_stages(resolved: ResolvedConfig) -> StageOutcome:
     """Run every stage of one configuration (see module docstring)."""
     cfg = resolved.cfg
     timer = Timer()
-    if cfg.tracking.enabled:
-        prepare_store(cfg.tracking)  # the store answers before any work (docs/tracking.md)
     judge = prepare_judge(cfg.judge)  # None: judge=off; checks the server before any work
     corpus = load_corpus(cfg.corpus)
     golden = load_golden(cfg.golden, corpus)
     cases = select_cases(golden, cfg.eval.split)
     if judge is not None:
         judge.check_cases(cases)  # fixed answers cover every case, before any work
+    if cfg.tracking.enabled:  # inputs are valid: the store must answer before any work
+        prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
 
     cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
     built = build_index(resolved, corpus, cache, timer)
@@ -315,6 +315,7 @@ def _record(
     }
     tags = {
         **run_tags(resolved, done.corpus, done.golden),
+        **done.summary.key_tags(),
         **(judged.tags() if judged else {}),
         **resolved.cfg.tracking.tags,
         **dict(extra_tags or {}),

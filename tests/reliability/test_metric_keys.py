@@ -107,7 +107,7 @@ def test_awkward_types_log_end_to_end_to_a_real_store(
 
     report = (result.output_dir / "report.md").read_text(encoding="utf-8")
     for type_name in types:
-        assert f"| {type_name} |" in report  # the original name in the type table
+        assert f"| {type_name} (n=" in report  # the original name in the type table
     assert f"R&D → `by_type/{type_segment('R&D')}/…`" in report
     cases = (result.output_dir / "cases.jsonl").read_text(encoding="utf-8").splitlines()
     assert {json.loads(line)["type"] for line in cases} == types
