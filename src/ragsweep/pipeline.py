@@ -123,11 +123,13 @@ def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
 class BuiltIndex:
     """A run's chunks, the index over their (preprocessed) text and that index's cache key
     (:func:`~ragsweep.stages.index_key`); ``texts`` are the indexed texts (a reranker reads
-    them)."""
+    them); ``backend`` is the registered backend that built it (its search code is part of
+    the rankings key)."""
 
     chunks: list[Chunk]
     index: Index
     key: str
+    backend: Backend
     texts: list[str] = field(default_factory=list)
 
 
@@ -153,7 +155,7 @@ def build_index(
         texts = cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
         built_key = index_key(key, model, backend)
         index = backend.cached_index(texts, built_key, cfg.embedding, provenance, cache)
-    return BuiltIndex(chunks, index, built_key, texts)
+    return BuiltIndex(chunks, index, built_key, backend, texts)
 
 
 def _chunks(
@@ -184,11 +186,10 @@ def evaluate_cases(
     queries = make_queries(
         cases, preprocessor, mask if cfg.retrieval.respect_scope else (lambda scope: None)
     )
-    backend = BACKENDS.get(cfg.embedding.backend)
     depth = cfg.rerank.depth(cfg.top_k)  # a reranker rescores more than the run keeps
     ranked = cached_rankings(
         built.index,
-        rankings_key(built.key, queries, cfg.retrieval, depth, backend),
+        rankings_key(built.key, queries, cfg.retrieval, depth, built.backend),
         queries,
         preprocessor.identity,
         depth,
