@@ -39,21 +39,26 @@ from ragsweep.cli_errors import check_command_line, reported_errors
 from ragsweep.errors import RagsweepError
 from ragsweep.pipeline import run_evaluation
 from ragsweep.run_config import resolve
+from ragsweep.run_names import RunOrigin
 
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
 
 
-def run_from_config(cfg: DictConfig, output_dir: Path) -> float:
-    """Validate ``cfg``, run one evaluation into ``output_dir``; return the objective."""
-    return run_evaluation(resolve(plain_config(cfg)), output_dir).objective
+def run_from_config(cfg: DictConfig, output_dir: Path, origin: RunOrigin | None = None) -> float:
+    """Validate ``cfg``, run one evaluation into ``output_dir``; return the objective.
+    ``origin``: how the run was launched (its MLflow name says so)."""
+    return run_evaluation(resolve(plain_config(cfg)), output_dir, origin=origin).objective
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=CONFIG_NAME)
 def _app(cfg: DictConfig) -> float:
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
+    grid = hydra_cfg.mode == RunMode.MULTIRUN
+    launch = str(Path(hydra_cfg.sweep.dir).resolve()) if grid else str(output_dir.resolve())
+    origin = RunOrigin(tuple(hydra_cfg.overrides.task), launch)
     try:
-        return run_from_config(cfg, output_dir)
+        return run_from_config(cfg, output_dir, origin)
     except RagsweepError as exc:
         if hydra_cfg.mode == RunMode.MULTIRUN:
             raise  # the launcher/sweeper records the job as failed and goes on

@@ -44,6 +44,7 @@ from ragsweep.latency import stage_latency
 from ragsweep.report import print_summary
 from ragsweep.rerank import Reranker
 from ragsweep.run_config import ResolvedConfig
+from ragsweep.run_names import RunOrigin
 from ragsweep.run_record import run_record, run_tags
 from ragsweep.stages import (
     cached_chunks,
@@ -251,11 +252,12 @@ def run_evaluation(
     output_dir: Path,
     console: Console | None = None,
     extra_tags: Mapping[str, str] | None = None,
+    origin: RunOrigin | None = None,
 ) -> RunResult:
     """Evaluate one configuration end to end: stages, run directory, MLflow, summary.
 
     ``output_dir`` receives every artifact; ``extra_tags`` are added to the MLflow run
-    (after ``tracking.tags``).
+    (after ``tracking.tags``); ``origin`` (how the run was launched) names it.
     """
     console = console or Console(stderr=True)
     cfg = resolved.cfg
@@ -276,7 +278,7 @@ def run_evaluation(
     run_id = None
     if cfg.tracking.enabled:
         run_id = log_run(
-            cfg.tracking, _record(resolved, done, cache_metrics, extra_tags, output_dir)
+            cfg.tracking, _record(resolved, done, cache_metrics, extra_tags, output_dir, origin)
         )
     cache = done.cache
     cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
@@ -303,8 +305,9 @@ def _record(
     cache_metrics: dict[str, float],
     extra_tags: Mapping[str, str] | None,
     output_dir: Path,
+    origin: RunOrigin | None,
 ) -> RunRecord:
-    """The MLflow record: summary, timings, cache and judge metrics; identity, judge,
+    """The MLflow record: summary, timings, cache and judge figures; identity, judge,
     configured and extra tags."""
     judged = done.judged
     metrics = {
@@ -321,7 +324,7 @@ def _record(
         **resolved.cfg.tracking.tags,
         **dict(extra_tags or {}),
     }
-    return run_record(resolved, metrics, tags, output_dir, done.golden)
+    return run_record(resolved, metrics, tags, output_dir, done.golden, done.summary, origin)
 
 
 def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:

@@ -1,16 +1,31 @@
-"""What MLflow receives for a run: its tags, its params and its name (docs/tracking.md)."""
+"""What MLflow receives for a run: its tags, params, name, description, metrics and tables
+(docs/tracking.md)."""
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ragsweep import __version__
 from ragsweep import tags as tag
 from ragsweep.corpus import Corpus
+from ragsweep.evaluate import Summary
 from ragsweep.golden import GoldenSet
-from ragsweep.run_config import ResolvedConfig
+from ragsweep.run_config import OPTIONAL_GROUPS, ResolvedConfig, hashed_groups
+from ragsweep.run_metrics import (
+    BY_TYPE_COLUMNS,
+    BY_TYPE_FILE,
+    FIGURE_COLUMNS,
+    FIGURES_FILE,
+    by_type_rows,
+    figure_rows,
+    split_figures,
+)
+from ragsweep.run_names import RunOrigin, run_name
+from ragsweep.run_notes import run_note
+from ragsweep.tables import logged_tables_tag, write_table
 from ragsweep.tracking import DatasetInput, RunRecord, flatten
 
 
@@ -33,22 +48,58 @@ def run_tags(resolved: ResolvedConfig, corpus: Corpus, golden: GoldenSet) -> dic
     }
 
 
+def run_params(source: Mapping[str, Any]) -> dict[str, str]:
+    """MLflow params: the result-affecting config groups (:func:`hashed_groups`) of the
+    resolved config, flattened under the keys a user types as overrides
+    (``chunking.size``, ``preprocess.steps``, ``eval.budgets``). ``paths``, ``tracking`` and
+    ``cache`` are left out (they are in ``config.yaml``), and a stage that is off
+    (``rerank``, ``judge``) is only ``<group>.enabled=False``, as the config hash sees it."""
+    groups: dict[str, Any] = {}
+    for group in hashed_groups():
+        values = source.get(group)
+        if values is None:
+            continue
+        off = group in OPTIONAL_GROUPS and isinstance(values, Mapping) and not values.get("enabled")
+        groups[group] = {"enabled": False} if off else values
+    return flatten(groups)
+
+
 def run_record(
     resolved: ResolvedConfig,
-    metrics: dict[str, float],
+    figures: dict[str, float],
     tags: Mapping[str, str],
     output_dir: Path,
     golden: GoldenSet,
+    summary: Summary | None = None,
+    origin: RunOrigin | None = None,
 ) -> RunRecord:
-    """The MLflow record of one run. Params are the flattened resolved config; the run is
-    nested under ``tracking.parent_run_id`` when one is set."""
+    """The MLflow record of one run, and its table artifacts written into ``output_dir``.
+
+    ``figures`` is every figure the run computed: the headline set
+    (:mod:`ragsweep.run_metrics`) becomes MLflow metrics, all of them ``figures.json``, and
+    ``summary``'s per-type means ``by_type.json``. Params are :func:`run_params`; the name
+    is :func:`ragsweep.run_names.run_name`, the description :func:`ragsweep.run_notes.run_note`;
+    the run is nested under ``tracking.parent_run_id`` when one is set.
+    """
     cfg = resolved.cfg
     parent = cfg.tracking.parent_run_id
+    metrics = split_figures(figures, cfg.eval.ks, cfg.eval.budgets, resolved.objective.name)
+    tables = [write_table(output_dir / FIGURES_FILE, FIGURE_COLUMNS, figure_rows(figures))]
+    if summary is not None:
+        tables.append(
+            write_table(output_dir / BY_TYPE_FILE, BY_TYPE_COLUMNS, by_type_rows(summary))
+        )
+    listed = {tag.LOGGED_ARTIFACTS: logged_tables_tag([p.name for p in tables], tags)}
     return RunRecord(
-        run_name=cfg.tracking.run_name or default_run_name(resolved),
-        params=flatten(cfg.source),
+        run_name=run_name(resolved, origin),
+        params=run_params(cfg.source),
         metrics=metrics,
-        tags={**tags, **({tag.PARENT_RUN_ID: parent} if parent else {})},
+        tags={
+            tag.NOTE: run_note(resolved, metrics),  # tracking.tags may replace it
+            **tags,
+            **listed,
+            **({tag.PARENT_RUN_ID: parent} if parent else {}),
+        },
         artifacts_dir=output_dir,
         dataset=DatasetInput(
             path=golden.path,
@@ -57,14 +108,6 @@ def run_record(
             context=cfg.eval.split,
         ),
     )
-
-
-def default_run_name(resolved: ResolvedConfig) -> str:
-    """``<mode>-<size>-o<overlap>-<steps>-<backend>``, e.g. ``fixed-800-o100-raw-bm25``."""
-    cfg = resolved.cfg
-    steps = "+".join(cfg.preprocess.steps) or "raw"
-    c = cfg.chunking
-    return f"{c.mode}-{c.size}-o{c.overlap}-{steps}-{cfg.embedding.backend}"
 
 
 def git_commit(root: Path) -> str:

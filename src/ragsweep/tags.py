@@ -68,6 +68,8 @@ BEST = "ragsweep.best"
 """``true`` on the sweep's best child."""
 BEST_RUN_ID = "ragsweep.best_run_id"
 """On the parent: the run id of the best child."""
+CHOSEN = "ragsweep.chosen"
+"""On a child, once its axis is decided: ``true`` if its value was kept, else ``false``."""
 
 # --- release --------------------------------------------------------------------------
 PROMOTED_FROM = "ragsweep.promoted_from"
@@ -135,6 +137,14 @@ JUDGE_MODEL_TAGS = ModelTags(
 # --- MLflow's own ---------------------------------------------------------------------
 PARENT_RUN_ID = "mlflow.parentRunId"
 """MLflow's nesting tag: the parent run of a sweep child."""
+RUN_NAME = "mlflow.runName"
+"""MLflow's run name (shown in the runs table)."""
+NOTE = "mlflow.note.content"
+"""MLflow's run description (Markdown, shown on the run page): what the run was for, and in
+a sweep the axis, value, decision and link to the parent (``ragsweep.run_notes``)."""
+LOGGED_ARTIFACTS = "mlflow.loggedArtifacts"
+"""MLflow's list of the run's table artifacts, JSON ``[{"path": ..., "type": "table"}]``
+(``ragsweep.tables``)."""
 
 IDENTITY = (GOLDEN_DIGEST, SPLIT, CORPUS_HASH, MIN_SPAN_OVERLAP)
 """Tags two runs must share for their per-case results to be comparable."""

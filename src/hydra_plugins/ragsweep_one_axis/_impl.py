@@ -39,6 +39,9 @@ from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError, RagsweepError
 from ragsweep.golden import load_golden
 from ragsweep.run_config import RunConfig, resolve
+from ragsweep.run_names import sweep_child_name
+from ragsweep.run_notes import config_summary
+from ragsweep.run_record import run_params
 from ragsweep.sweep.factors import Factors, describe, other_factors, result_values, varied
 from ragsweep.sweep.paired import CaseValues, Unpaired, read_case_values
 from ragsweep.sweep.report import (
@@ -58,9 +61,9 @@ from ragsweep.sweep.spec import (
     override_text,
     resolve_sweep_path,
 )
-from ragsweep.tracking import flatten
 
 _ABSENT = object()
+RUN_NAME_KEY = "tracking.run_name"
 
 
 @dataclass(frozen=True)
@@ -370,6 +373,7 @@ class _SweepRun:
             trials.insert(0, carried)
         result = self._decide(number, axis, trials, factors)
         self.state.axes.append(result)
+        self._describe_axis([incumbent, *composed, *(c for _, c in start)])
         self._report_axis(result)
         assert result.chosen is not None
         if trials[result.chosen].incumbent:
@@ -547,7 +551,11 @@ class _SweepRun:
 
         tags = child_tags(self.spec, number, axis.label, point.label)
         pairs = ", ".join(f"{key}: {override_text(str(value))}" for key, value in tags.items())
-        return [f"tracking.parent_run_id={self.runs.parent_id}", f"++tracking.tags={{{pairs}}}"]
+        lines = [f"tracking.parent_run_id={self.runs.parent_id}", f"++tracking.tags={{{pairs}}}"]
+        if RUN_NAME_KEY not in self.fixed:  # the user's tracking.run_name wins
+            name = sweep_child_name(point.assignments, self.runs.parent_id)
+            lines.append(f"{RUN_NAME_KEY}={override_text(name)}")
+        return lines
 
     def _record_failure(
         self,
@@ -570,8 +578,8 @@ class _SweepRun:
 
         job_dir = _job_dir(ret) or self.sweep_dir / f"failed-{(composed.config_hash or 'job')[:12]}"
         self.runs.record_failure(
-            run_name=f"FAILED {axis.label}={point.label}",
-            params=flatten(composed.resolved),
+            run_name=f"FAILED {sweep_child_name(point.assignments, self.runs.parent_id)}",
+            params=run_params(composed.resolved),
             tags={
                 **child_tags(self.spec, number, axis.label, point.label),
                 tag.CONFIG_HASH: composed.config_hash or "",
@@ -580,6 +588,19 @@ class _SweepRun:
             artifacts_dir=job_dir,
             launched_ms=launched_ms,
         )
+
+    def _describe_axis(self, composed: Sequence[Composed]) -> None:
+        """Rewrite the descriptions of the runs of the axis just decided (the parent knows
+        now which value was kept); ``composed``: the axis' configurations."""
+        if self.runs is None:
+            return
+        configs = {c.config_hash: c.resolved for c in composed if c.resolved is not None}
+        lines = {
+            t.run_id: config_summary(RunConfig.from_container(configs[t.config_hash]))
+            for t in self.state.axes[-1].trials
+            if t.run_id and t.config_hash in configs
+        }
+        self.runs.describe_axis(self.spec, self.state.axes, lines)
 
     def _report_axis(self, result: AxisResult) -> None:
         trials = result.trials

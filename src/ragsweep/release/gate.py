@@ -129,7 +129,8 @@ def find_promoted(store: RunStore, run_id: str | None = None) -> LoggedRun | Non
     None when nothing has been promoted in this store."""
     run_id = run_id or os.environ.get(GATE_RUN_ENV)
     if not run_id:
-        return store.latest(f"tags.\"{tag.PROMOTED_FROM}\" LIKE '%'")
+        latest = store.latest(f"tags.\"{tag.PROMOTED_FROM}\" LIKE '%'")
+        return None if latest is None else store.with_figures(latest)
     run = store.get(run_id)
     run.require_complete()
     if run.tag(tag.SPLIT) != HOLDOUT:

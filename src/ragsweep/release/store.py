@@ -21,6 +21,7 @@ from ragsweep.appconfig import compose, plain_config
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.evaluate import CASES_FILE, CaseResult, cases_from_jsonl
 from ragsweep.release.errors import RunLookupError
+from ragsweep.run_metrics import FIGURES_FILE, read_figures
 from ragsweep.tracking_store import open_client, tracking_uri
 
 HOLDOUT = "holdout"
@@ -38,6 +39,8 @@ class LoggedRun:
     start_time_ms: int
     tags: dict[str, str]
     metrics: dict[str, float]
+    """Its MLflow metrics, or every figure of the run when read by ``RunStore.get`` or
+    ``RunStore.with_figures``."""
 
     def tag(self, key: str) -> str:
         """The tag ``key``; a run without it is not a (complete) ragsweep run."""
@@ -89,7 +92,21 @@ class RunStore:
             run = self.client.get_run(run_id)
         except MlflowException as exc:
             raise RunLookupError(f"no run {run_id!r} in {self.uri}") from exc
-        return _logged_run(run)
+        return self.with_figures(_logged_run(run))
+
+    def with_figures(self, run: LoggedRun) -> LoggedRun:
+        """``run`` with every figure it computed as its metrics: its ``figures.json`` table
+        over its MLflow metrics, which hold only the headline set
+        (:mod:`ragsweep.run_metrics`); a run without the table keeps its metrics."""
+        try:
+            text = self._artifact_text(run.run_id, FIGURES_FILE)
+        except RunLookupError:
+            return run
+        try:
+            figures = read_figures(text, f"{FIGURES_FILE} of run {run.run_id}")
+        except ValueError as exc:
+            raise RunLookupError(str(exc)) from exc
+        return replace(run, metrics={**run.metrics, **figures})
 
     def experiment_name(self, experiment_id: str) -> str:
         return str(self.client.get_experiment(experiment_id).name)

@@ -19,7 +19,9 @@ from ragsweep import tags as tag
 from ragsweep.config import TrackingConfig
 from ragsweep.errors import RagsweepError
 from ragsweep.hashing import sha256_json
-from ragsweep.sweep.result import STATUSES, SweepResult
+from ragsweep.run_names import sweep_parent_name
+from ragsweep.sweep.notes import child_note, parent_note, was_chosen
+from ragsweep.sweep.result import STATUSES, AxisResult, SweepResult
 from ragsweep.sweep.spec import SweepSpec
 from ragsweep.tracking import (
     MAX_PARAM_VALUE,
@@ -328,7 +330,7 @@ class SweepRuns:
             run_id,
             tags=[
                 RunTag(tag.ERROR, error[:MAX_TAG_VALUE]),
-                RunTag("mlflow.runName", run_name),
+                RunTag(tag.RUN_NAME, run_name),
             ],
         )
         self.client.log_artifact(run_id, str(artifacts_dir / "error.txt"))
@@ -341,39 +343,83 @@ class SweepRuns:
         self.client.set_tag(run_id, tag.BEST, "true")
         self.client.set_tag(self.parent_id, tag.BEST_RUN_ID, run_id)
 
+    def describe_axis(
+        self, spec: SweepSpec, axes: Sequence[AxisResult], config_lines: Mapping[str, str]
+    ) -> None:
+        """Once the last of ``axes`` is decided: rewrite the description of each of its
+        runs (:func:`ragsweep.sweep.notes.child_note`, every decided axis it took part in)
+        and tag whether its value was chosen. ``config_lines``: run id → its config
+        summary line."""
+        from mlflow.entities import RunTag
+
+        for run_id in dict.fromkeys(t.run_id for t in axes[-1].trials if t.run_id):
+            note = child_note(
+                spec,
+                axes,
+                run_id,
+                self.experiment_id,
+                self.parent_id,
+                config_lines.get(run_id, ""),
+            )
+            chosen = "true" if was_chosen(axes, run_id) else "false"
+            self.client.log_batch(
+                run_id,
+                tags=[RunTag(tag.NOTE, note[:MAX_TAG_VALUE]), RunTag(tag.CHOSEN, chosen)],
+            )
+
     def finish(self, result: SweepResult, files: Sequence[Path], status: str) -> None:
-        """Log the end-of-sweep files on the parent and close it with ``status``. A finished
-        sweep also gets its trail (the objective after each axis, as steps) and counts."""
+        """Log the end-of-sweep files on the parent, describe it and close it with
+        ``status``. A finished sweep also gets its trail (``trail/<objective>``: the best
+        objective after each axis, step = axis number), the best value
+        (``best/<objective>``) and counts; the parent never logs the objective under the
+        children's key, so it does not sort among them by it."""
         from mlflow.entities import Metric
 
         if status == "FINISHED":
             timestamp = _now_ms()
+            objective = result.spec.objective
             metrics = [
-                Metric(result.spec.objective, float(step["objective"]), timestamp, number)
+                Metric(trail_key(objective), float(step["objective"]), timestamp, number)
                 for number, step in enumerate(result.trail, start=1)
             ]
+            if result.final is not None:
+                metrics.append(Metric(best_key(objective), result.final.objective, timestamp, 0))
             metrics += [
                 Metric(f"sweep_{s}", float(result.count(s)), timestamp, 0) for s in STATUSES
             ]
             self.client.log_batch(self.parent_id, metrics=metrics)
         for path in files:
             self.client.log_artifact(self.parent_id, str(path))
+        best_name = None
         if result.final is not None and result.final.run_id:
             self.mark_best(result.final.run_id)
+            best_name = self.client.get_run(result.final.run_id).info.run_name
+        note = parent_note(result, self.experiment_id, best_name)
+        self.client.set_tag(self.parent_id, tag.NOTE, note[:MAX_TAG_VALUE])
         self.client.set_tag(self.parent_id, tag.SWEEP_RELEASED, str(self.generation))
         self.client.set_terminated(self.parent_id, status=status)
+
+
+def trail_key(objective: str) -> str:
+    """The parent's metric of the best objective after each axis (step = axis number)."""
+    return f"trail/{objective}"
+
+
+def best_key(objective: str) -> str:
+    """The parent's metric of the sweep's final (best) objective."""
+    return f"best/{objective}"
 
 
 def _new_parent(client: Any, experiment_id: str, spec: SweepSpec, digest: str) -> str:
     from mlflow.entities import Param
 
-    run = client.create_run(
-        experiment_id, tags=_parent_tags(spec, digest), run_name=f"sweep-{spec.name}"
-    )
+    run = client.create_run(experiment_id, tags=_parent_tags(spec, digest))
+    run_id = str(run.info.run_id)
+    client.update_run(run_id, name=sweep_parent_name(spec.name, run_id))
     params = [Param(k, v[:MAX_PARAM_VALUE]) for k, v in sorted(spec.params().items())]
-    client.log_batch(run.info.run_id, params=params)
-    client.log_artifact(run.info.run_id, str(spec.path))
-    return str(run.info.run_id)
+    client.log_batch(run_id, params=params)
+    client.log_artifact(run_id, str(spec.path))
+    return run_id
 
 
 def _parent_tags(spec: SweepSpec, digest: str) -> dict[str, str]:
@@ -388,7 +434,7 @@ def _parent_tags(spec: SweepSpec, digest: str) -> dict[str, str]:
         tag.SWEEP_OWNER: owner_id(),
     }
     if spec.description:
-        tags["mlflow.note.content"] = spec.description  # shown as the run's description
+        tags[tag.NOTE] = spec.description  # until the sweep ends and describes its result
     return tags
 
 

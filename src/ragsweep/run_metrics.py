@@ -1,0 +1,147 @@
+"""The metrics an MLflow run shows, defined once: names, meanings, and where the rest go.
+
+A run computes a few hundred figures (:meth:`ragsweep.evaluate.Summary.flat_metrics`,
+timings, cache counters, the judge's). Only the *headline* set below is logged as MLflow
+metrics, so the run page and the compare view list a few dozen rows that matter:
+
+- the headline measures at every cut-off and budget of the run (``eval.ks``,
+  ``eval.budgets``): ``recall`` and ``hit`` (:data:`HEADLINE_FAMILIES`), ``mrr``, and the
+  run's objective whatever family it is;
+- each one's 95% bootstrap interval (``<measure>_ci_low``, ``<measure>_ci_high``) and its
+  weakest-type mean (``by_type_min/<measure>``);
+- the counts :data:`COUNTS` and the timings :data:`TIMINGS`;
+- with a judge, its overall figures ``judge/<metric>`` (docs/judge.md).
+
+Every figure, headline included, goes to the run's MLflow table ``figures.json`` (columns
+``figure``, ``value``; the same names); per-type figures also to ``by_type.json`` (one row
+per slice and measure, with its interval and ``n``). Readers that need a figure outside the
+headline (a gate floor on ``by_type/<type>/mrr``, promotion's per-type table) read
+``figures.json`` (:func:`read_figures`). docs/tracking.md lists the names and meanings;
+:data:`DOCUMENTED` is that list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ragsweep.evaluate import Summary
+from ragsweep.measures import HIT, MRR, RECALL, Measure, computed
+from ragsweep.tables import read_table
+from ragsweep.uncertainty import interval_keys
+
+FIGURES_FILE = "figures.json"
+"""Table artifact: every figure of the run (``figure``, ``value``)."""
+BY_TYPE_FILE = "by_type.json"
+"""Table artifact: per slice (overall, each question type, the weakest) and measure, the
+mean, its 95% interval and the number of answerable cases."""
+FIGURE_COLUMNS = ("figure", "value")
+BY_TYPE_COLUMNS = ("slice", "type", "n", "measure", "mean", "ci_low", "ci_high")
+
+HEADLINE_FAMILIES = (RECALL, HIT)
+"""Families logged at every cut-off and every budget of the run."""
+WEAKEST_PREFIX = "by_type_min/"
+JUDGE_PREFIX = "judge/"
+JUDGE_DETAIL_PREFIX = "judge/by_type/"
+
+COUNTS: dict[str, str] = {
+    "n_cases": "cases of the evaluated split",
+    "n_answerable": "answerable cases (the n of every mean)",
+    "n_unanswerable": "unanswerable cases (scored by no retrieval metric)",
+    "n_chunks": "chunks in the index",
+}
+TIMINGS: dict[str, str] = {
+    "chunk_seconds": "wall-clock seconds to chunk the corpus (or load the chunks from the cache)",
+    "embed_seconds": "seconds to build the indexed texts and the index, chunk embedding included",
+    "eval_seconds": "seconds to embed the queries, search and score",
+    "judge_seconds": "seconds of the judge stage (only with a judge)",
+    "latency_ms_p50": "median per-query search time in milliseconds",
+    "latency_ms_p95": "95th percentile per-query search time in milliseconds",
+}
+
+DOCUMENTED: dict[str, str] = {
+    "recall_at_<k>, recall_at_<B>c": "recall at each k of eval.ks and each budget B of "
+    "eval.budgets (characters), mean over the answerable cases",
+    "hit_at_<k>, hit_at_<B>c": "hit (success) at each k and budget, mean over the answerable cases",
+    "mrr": "mean reciprocal rank of the first hit",
+    "<objective>": "the run's eval.objective, when it is not one of the above",
+    "<measure>_ci_low, <measure>_ci_high": "95% bootstrap interval of each measure above",
+    "by_type_min/<measure>": "the lowest per-type mean of each measure above (the weakest "
+    "question type)",
+    **COUNTS,
+    **TIMINGS,
+    "judge/<metric>": "the judge's overall figures (only with a judge; docs/judge.md)",
+}
+"""Every logged name (as a pattern) and its meaning: the list docs/tracking.md shows."""
+
+
+def headline_measures(
+    ks: Sequence[int], budgets: Sequence[int], objective: str | None = None
+) -> list[Measure]:
+    """The measures logged as MLflow metrics, in report order, the objective included."""
+    names = {
+        m.name
+        for m in computed(ks, budgets)
+        if m.family in HEADLINE_FAMILIES or m.family == MRR or m.name == objective
+    }
+    return [m for m in computed(ks, budgets) if m.name in names]
+
+
+def headline_names(
+    ks: Sequence[int], budgets: Sequence[int], objective: str | None = None
+) -> dict[str, str]:
+    """Every MLflow metric name a run with these cut-offs, budgets and objective can log
+    (counts and timings included), with its meaning."""
+    out: dict[str, str] = {}
+    for measure in headline_measures(ks, budgets, objective):
+        low, high = interval_keys(measure.name)
+        out[measure.name] = measure.definition
+        out[low] = f"lower bound of the 95% bootstrap interval of {measure.name}"
+        out[high] = f"upper bound of the 95% bootstrap interval of {measure.name}"
+        out[WEAKEST_PREFIX + measure.name] = f"lowest per-type mean of {measure.name}"
+    return {**out, **COUNTS, **TIMINGS}
+
+
+def is_logged(name: str, headline: Mapping[str, str]) -> bool:
+    """Whether figure ``name`` is an MLflow metric (``headline``: :func:`headline_names`)."""
+    if name in headline:
+        return True
+    return name.startswith(JUDGE_PREFIX) and not name.startswith(JUDGE_DETAIL_PREFIX)
+
+
+def split_figures(
+    figures: Mapping[str, float], ks: Sequence[int], budgets: Sequence[int], objective: str
+) -> dict[str, float]:
+    """The figures logged as MLflow metrics (module docstring), in ``figures``' order."""
+    headline = headline_names(ks, budgets, objective)
+    return {name: value for name, value in figures.items() if is_logged(name, headline)}
+
+
+def figure_rows(figures: Mapping[str, float]) -> list[list[object]]:
+    """The rows of ``figures.json``, sorted by name."""
+    return [[name, float(value)] for name, value in sorted(figures.items())]
+
+
+def read_figures(text: str, source: str) -> dict[str, float]:
+    """The figures of a ``figures.json`` text (ValueError naming ``source`` otherwise)."""
+    return {str(row["figure"]): float(row["value"]) for row in read_table(text, source)}
+
+
+def by_type_rows(summary: Summary) -> list[list[object]]:
+    """The rows of ``by_type.json``: overall, each question type (its name as in the golden
+    set), then the weakest type, each with every measure of the run."""
+    rows: list[list[object]] = []
+    n_all = summary.counts.get("n_answerable", 0)
+    slices = [
+        ("overall", "", n_all, summary.overall, summary.intervals),
+        *(
+            ("type", t, summary.scored_counts.get(t, 0), means, summary.by_type_intervals[t])
+            for t, means in summary.by_type.items()
+        ),
+        ("weakest", "", None, summary.by_type_min, summary.by_type_min_intervals),
+    ]
+    for slice_name, type_name, n, means, bounds in slices:
+        for measure, mean in means.items():
+            rows.append(
+                [slice_name, type_name, n, measure, mean, bounds[measure].low, bounds[measure].high]
+            )
+    return rows
