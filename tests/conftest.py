@@ -47,6 +47,11 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
 @pytest.fixture
 def mini_project(tmp_path: Path) -> Path:
     """A corpus of two documents and a golden set with every case kind."""
+    return write_mini_project(tmp_path)
+
+
+def write_mini_project(tmp_path: Path) -> Path:
+    """The :func:`mini_project` files under ``tmp_path`` (for fixtures of wider scope)."""
     corpus = tmp_path / "corpus"
     (corpus / "ja").mkdir(parents=True)
     (corpus / "billing.md").write_text(HANDBOOK, encoding="utf-8")

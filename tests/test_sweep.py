@@ -256,7 +256,8 @@ def test_a_job_that_failed_while_logging_keeps_one_child_run(tmp_path: Path, out
     # FakeTask logs nothing for fixed; paragraph's own run gets the error: one run, not two
     (failed,) = children
     assert failed.info.status == "FAILED"
-    assert failed.info.run_name == "FAILED chunking.mode=paragraph"
+    parent_id = failed.data.tags["mlflow.parentRunId"]
+    assert failed.info.run_name == f"FAILED chunking.mode=paragraph #{parent_id[:6]}"
     assert failed.data.params["chunking.mode"] == "paragraph"  # completed by the sweeper
     assert failed.data.tags["ragsweep.config_hash"] == result.axes[0].trials[1].config_hash
     assert "not a valid metric name!" in failed.data.tags["ragsweep.error"]
@@ -376,7 +377,8 @@ def test_real_sweep_nests_children_and_matches_their_metrics(
     assert parent.data.tags["ragsweep.sweep_axes"] == "preprocess → chunking.size"
     assert parent.data.tags["ragsweep.objective"] == "recall_at_5"
     assert parent.data.params["sweep.axis.2"] == "chunking.size=[120, 200]"
-    assert parent.data.metrics["recall_at_5"] == result.final.objective
+    assert "recall_at_5" not in parent.data.metrics  # its trail has its own key
+    assert parent.data.metrics["best/recall_at_5"] == result.final.objective
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"mini.yaml", "sweep_result.yaml", "sweep_summary.md", "objective_by_axis.png"} <= (
         artifacts

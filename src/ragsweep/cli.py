@@ -39,7 +39,7 @@ from ragsweep.cli_errors import check_command_line, reported_errors
 from ragsweep.errors import RagsweepError
 from ragsweep.pipeline import run_evaluation
 from ragsweep.run_config import resolve
-from ragsweep.run_names import RunOrigin
+from ragsweep.run_names import RunOrigin, launch_origin
 
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
 
@@ -54,11 +54,8 @@ def run_from_config(cfg: DictConfig, output_dir: Path, origin: RunOrigin | None 
 def _app(cfg: DictConfig) -> float:
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
-    grid = hydra_cfg.mode == RunMode.MULTIRUN
-    launch = str(Path(hydra_cfg.sweep.dir).resolve()) if grid else str(output_dir.resolve())
-    origin = RunOrigin(tuple(hydra_cfg.overrides.task), launch)
     try:
-        return run_from_config(cfg, output_dir, origin)
+        return run_from_config(cfg, output_dir, launch_origin(hydra_cfg))
     except RagsweepError as exc:
         if hydra_cfg.mode == RunMode.MULTIRUN:
             raise  # the launcher/sweeper records the job as failed and goes on

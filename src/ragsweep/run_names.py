@@ -16,11 +16,18 @@ one or two overrides) so the runs table does not cut them off.
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from hydra.types import RunMode
+
+from ragsweep.config import is_hashed
 from ragsweep.hashing import sha256_text
-from ragsweep.run_config import ResolvedConfig, hashed_groups
+from ragsweep.run_config import ResolvedConfig, RunConfig, hashed_groups
 
 SUFFIX_CHARS = 6
 NO_OVERRIDES = "defaults"
@@ -34,6 +41,14 @@ class RunOrigin:
 
     overrides: tuple[str, ...]
     launch: str
+
+
+def launch_origin(hydra_cfg: Any) -> RunOrigin:
+    """The origin of the Hydra job ``hydra_cfg`` (``HydraConfig.get()``): its task overrides,
+    and the grid's sweep directory (``-m``) or the run's own directory."""
+    grid = hydra_cfg.mode == RunMode.MULTIRUN
+    launch = hydra_cfg.sweep.dir if grid else hydra_cfg.runtime.output_dir
+    return RunOrigin(tuple(hydra_cfg.overrides.task), str(Path(str(launch)).resolve()))
 
 
 def with_suffix(label: str, identity: str) -> str:
@@ -54,16 +69,22 @@ def sweep_parent_name(sweep: str, parent_run_id: str) -> str:
 
 
 def result_overrides(overrides: Sequence[str]) -> list[str]:
-    """The overrides of result-affecting config groups (``chunking.size=400``,
-    ``preprocess=none``), as typed; ``tracking.*``, ``paths.*``, ``cache.*``, ``hydra.*``
-    and ``sweep=`` are left out."""
-    groups = set(hashed_groups())
-    kept = []
-    for line in overrides:
-        key = line.split("=", 1)[0].lstrip("+~")
-        if key.split(".", 1)[0].split("@", 1)[0] in groups:
-            kept.append(line)
-    return kept
+    """The overrides of result-affecting values (``chunking.size=400``, ``preprocess=none``),
+    as typed; ``tracking.*``, ``paths.*``, ``cache.*``, ``hydra.*``, ``sweep=`` and fields
+    that are not hashed (``corpus.path``: the corpus is hashed by content) are left out."""
+    return [line for line in overrides if _affects_result(line.split("=", 1)[0].lstrip("+~"))]
+
+
+def _affects_result(key: str) -> bool:
+    group, _, rest = key.partition(".")
+    group = group.split("@", 1)[0]
+    if group not in hashed_groups():
+        return False
+    if not rest:
+        return True  # a config group's option: preprocess=nfkc
+    fields = {f.name: f for f in dataclasses.fields(typing.get_type_hints(RunConfig)[group])}
+    field = fields.get(rest.split(".", 1)[0])
+    return field is None or is_hashed(field)
 
 
 def run_name(resolved: ResolvedConfig, origin: RunOrigin | None) -> str:
