@@ -27,6 +27,7 @@ from ragsweep.errors import ConfigError
 from ragsweep.golden import load_golden
 from ragsweep.measures import CHARS_USED, CHUNKS_USED, COVERAGE, HIT, RAN_OUT, RECALL, Measure
 from ragsweep.metrics import case_metrics, evidence_union, metrics_per_case
+from ragsweep.release.store import RunStore
 from ragsweep.relevance import Interval, IntervalBatch, doc_codes
 from ragsweep.run_config import RunConfig
 from ragsweep.uncertainty import interval_keys
@@ -389,10 +390,12 @@ def test_a_run_scores_budgets_from_chunks_it_keeps_in_cases_jsonl(
     assert {(False, False), (True, False), (True, True)} <= outcomes
 
     logged = MlflowClient(tracking_uri=f"sqlite:///{tracking_db}").get_run(result.run_id)
+    figures = RunStore(f"sqlite:///{tracking_db}").get(result.run_id).metrics
+    name = Measure(HIT, budget=250).name
+    low, high = interval_keys(name)
+    assert {name, low, high, f"by_type_min/{name}"} <= set(logged.data.metrics)  # headline
     for prefix in ("", "by_type/factual/", "by_type_min/"):
-        name = Measure(HIT, budget=250).name
-        low, high = interval_keys(name)
-        assert {prefix + name, prefix + low, prefix + high} <= set(logged.data.metrics)
+        assert {prefix + name, prefix + low, prefix + high} <= set(figures)
     report = (result.output_dir / "report.md").read_text()
     assert f"| {Measure(HIT, budget=250).name} | {result.summary.overall['hit_at_250c']:.4f} |" in (
         report

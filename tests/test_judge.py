@@ -21,6 +21,7 @@ from ragsweep.judge.agreement_cli import main
 from ragsweep.judge.context import PackedContext, coverages, pack_context
 from ragsweep.judge.verdict import InvalidVerdict, parse_verdict
 from ragsweep.pipeline import run_evaluation
+from ragsweep.release.store import RunStore
 from ragsweep.run_config import resolve
 from tests.fake_ollama import (
     REFUSAL,
@@ -243,13 +244,15 @@ def test_end_to_end_ollama_embedding_and_judge(
     client = MlflowClient(tracking_uri="sqlite:///" + resolved["tracking"]["default_db"])
     run = client.get_run(result.run_id)
     metrics = run.data.metrics
+    figures = RunStore(client.tracking_uri).get(result.run_id).metrics  # + figures.json
     assert metrics["judge/n_judged"] == 4
     assert metrics["judge/judge_failures"] == 0
     assert metrics["judge/refusal_rate_unanswerable"] == 1.0
     assert metrics["judge/faithfulness_mean"] == 2.0
-    assert "judge/by_type/factual/faithfulness_mean" in metrics
-    assert "judge/by_type/factual/packed_coverage_mean" in metrics
-    assert metrics["cache/judge/misses"] == 4
+    assert "judge/by_type/factual/faithfulness_mean" in figures
+    assert "judge/by_type/factual/faithfulness_mean" not in metrics  # a table, not a metric
+    assert "judge/by_type/factual/packed_coverage_mean" in figures
+    assert figures["cache/judge/misses"] == 4
     assert "judge_seconds" in metrics and "recall_at_5" in metrics
     tags = run.data.tags
     assert tags["ragsweep.judge.judge_digest"] == "2" * 64

@@ -9,7 +9,8 @@ metrics, so the run page and the compare view list a few dozen rows that matter:
   run's objective whatever family it is;
 - each one's 95% bootstrap interval (``<measure>_ci_low``, ``<measure>_ci_high``) and its
   weakest-type mean (``by_type_min/<measure>``);
-- the counts :data:`COUNTS` and the timings :data:`TIMINGS`;
+- the counts :data:`COUNTS` and the timings :data:`TIMINGS` (and per search stage, when a
+  run has stages);
 - with a judge, its overall figures ``judge/<metric>`` (docs/judge.md).
 
 Every figure, headline included, goes to the run's MLflow table ``figures.json`` (columns
@@ -40,6 +41,8 @@ BY_TYPE_COLUMNS = ("slice", "type", "n", "measure", "mean", "ci_low", "ci_high")
 HEADLINE_FAMILIES = (RECALL, HIT)
 """Families logged at every cut-off and every budget of the run."""
 WEAKEST_PREFIX = "by_type_min/"
+STAGE_LATENCY_PREFIXES = ("latency_ms_p50/", "latency_ms_p95/")
+"""Per-stage search latencies (``latency_ms_p95/rerank``; hybrid and reranking runs)."""
 JUDGE_PREFIX = "judge/"
 JUDGE_DETAIL_PREFIX = "judge/by_type/"
 
@@ -69,6 +72,8 @@ DOCUMENTED: dict[str, str] = {
     "question type)",
     **COUNTS,
     **TIMINGS,
+    "latency_ms_p50/<stage>, latency_ms_p95/<stage>": "the same per search stage (sparse, "
+    "dense, fusion, rerank), for the runs that have stages",
     "judge/<metric>": "the judge's overall figures (only with a judge; docs/judge.md)",
 }
 """Every logged name (as a pattern) and its meaning: the list docs/tracking.md shows."""
@@ -103,7 +108,7 @@ def headline_names(
 
 def is_logged(name: str, headline: Mapping[str, str]) -> bool:
     """Whether figure ``name`` is an MLflow metric (``headline``: :func:`headline_names`)."""
-    if name in headline:
+    if name in headline or name.startswith(STAGE_LATENCY_PREFIXES):
         return True
     return name.startswith(JUDGE_PREFIX) and not name.startswith(JUDGE_DETAIL_PREFIX)
 

@@ -14,6 +14,7 @@ from mlflow.utils.validation import _validate_metric_name
 from ragsweep import tags as tag
 from ragsweep.hashing import sha256_text
 from ragsweep.metric_keys import HASH_CHARS, by_type_key, type_names, type_segment
+from ragsweep.release.store import RunStore
 from tests.conftest import write_jsonl
 from tests.test_pipeline import evaluate
 
@@ -92,7 +93,7 @@ def test_awkward_types_log_end_to_end_to_a_real_store(
     logged = client.get_run(result.run_id)
     assert logged.info.status == "FINISHED"
     assert logged.data.tags[tag.LOGGED] == "complete"
-    metrics = logged.data.metrics
+    metrics = RunStore(f"sqlite:///{tracking_db}").get(result.run_id).metrics  # figures.json
     types = {t for _, _, t, _, _ in TYPED_GOLDEN}
     assert set(result.summary.by_type) == types
     for type_name in types:
