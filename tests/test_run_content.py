@@ -25,9 +25,11 @@ from ragsweep.run_metrics import (
     headline_names,
     read_figures,
 )
-from ragsweep.run_names import launch_origin
+from ragsweep.run_names import launch_origin, result_overrides, sweep_child_name
+from ragsweep.run_record import run_params
 from ragsweep.sweep.notes import run_link
 from ragsweep.sweep.runs import best_key, trail_key
+from ragsweep.tables import logged_tables_tag, read_table, write_table
 from tests.conftest import write_mini_project
 from tests.test_pipeline import project_overrides
 from tests.test_sweep import multirun, store, write_sweep
@@ -190,3 +192,55 @@ def test_the_docs_list_every_logged_metric() -> None:
     text = (DOCS / "tracking.md").read_text(encoding="utf-8")
     missing = [pattern for pattern in DOCUMENTED if f"`{pattern}`" not in text]
     assert not missing, f"docs/tracking.md does not list {missing}"
+
+
+def test_names_keep_only_the_overrides_that_change_a_result() -> None:
+    typed = [
+        "preprocess=none",
+        "chunking.size=400",
+        "+eval.ks=[1,5]",
+        "corpus.path=/data/docs",  # not hashed: the corpus is hashed by its content
+        "eval.seed=3",
+        "tracking.uri=sqlite:///x.db",
+        "paths.output_dir=/tmp/out",
+        "cache.enabled=false",
+        "hydra.job.chdir=true",
+        "sweep=chunking",
+    ]
+    assert result_overrides(typed) == ["preprocess=none", "chunking.size=400", "+eval.ks=[1,5]"]
+    assert sweep_child_name((("chunking.mode", "heading"),), "3204f520119c48") == (
+        "chunking.mode=heading #3204f5"
+    )
+
+
+def test_params_leave_out_bookkeeping_and_stages_that_are_off() -> None:
+    source = {
+        "chunking": {"size": 400, "mode": "fixed"},
+        "preprocess": {"name": "none", "steps": []},
+        "rerank": {"enabled": False, "model": "", "threads": 2},
+        "paths": {"output_dir": "/tmp"},
+        "tracking": {"uri": None},
+        "cache": {"dir": "/c"},
+        "hydra": {"x": 1},
+    }
+    assert run_params(source) == {
+        "chunking.size": "400",
+        "chunking.mode": "fixed",
+        "preprocess.name": "none",
+        "preprocess.steps": "[]",
+        "rerank.enabled": "False",
+    }
+
+
+def test_a_table_reads_back_and_the_tag_keeps_other_tables(tmp_path: Path) -> None:
+    path = write_table(tmp_path / "t.json", ["figure", "value"], [["recall_at_5", 0.5]])
+    assert read_table(path.read_text(encoding="utf-8"), "t.json") == [
+        {"figure": "recall_at_5", "value": 0.5}
+    ]
+    with pytest.raises(ValueError, match=r"t\.json: row 0"):
+        write_table(tmp_path / "t.json", ["figure", "value"], [["too short"]])
+    earlier = {tag.LOGGED_ARTIFACTS: '[{"path": "cases.json", "type": "table"}]'}
+    assert json.loads(logged_tables_tag(["t.json", "cases.json"], earlier)) == [
+        {"path": "cases.json", "type": "table"},
+        {"path": "t.json", "type": "table"},
+    ]
