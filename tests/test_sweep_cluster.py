@@ -6,8 +6,10 @@ and the sweep result as the joblib test does (docs/deploy.md, "Sweeps on Ray")."
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,10 +66,16 @@ def ragsweep_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
-    """A Ray head node on 127.0.0.1 with 2 CPUs, stopped (its process group) at the end."""
-    with ray_head(BIN / "ray", tmp_path_factory.mktemp("ray")) as head:
-        yield head
+def ray_cluster() -> Iterator[RayHead]:
+    """A Ray head node on 127.0.0.1 with 2 CPUs, stopped (its process group) at the end.
+    Its folder is a short one directly under the temp dir: Ray's socket paths inside it
+    must stay within the 107 characters of a Unix socket address."""
+    folder = Path(tempfile.mkdtemp(prefix="ray-"))
+    try:
+        with ray_head(BIN / "ray", folder) as head:
+            yield head
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.slow
