@@ -353,7 +353,7 @@ class StageCache:
     def _flock(self, handle: IO[str]) -> bool:
         """Take the exclusive ``flock`` on an open lock file; False (with one warning) when
         the file system has no working locks (an NFS mount without its lock service, Lustre
-        without ``-o flock``): builders of one key then may compute it twice, and the first
+        mounted ``noflock``): builders of one key then may compute it twice, and the first
         rename wins (:meth:`_store_built`)."""
         try:
             fcntl.flock(handle, fcntl.LOCK_EX)
