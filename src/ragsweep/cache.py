@@ -5,7 +5,9 @@ An entry is a directory ``<cache_dir>/<stage>/<key[:2]>/<key>/`` holding data fi
 renamed into place, so a reader sees a whole entry or none; every file is verified against
 its checksum on read, and a corrupt or malformed entry is reported, removed and recomputed,
 never served. Builders of the same key in parallel processes serialize on a lock file: one
-computes, the others wait and then read its entry. A store that refuses writes (read-only)
+computes, the others wait and then read its entry; a builder the lock did not exclude (a
+file system whose locks do not reach across hosts) loses the rename and uses the stored
+entry (docs/caching.md, "Sharing a cache between workers"). A store that refuses writes (read-only)
 is still used for reading; a full disk is a CacheError naming ``cache.dir`` and what to do
 (docs/caching.md, "What happens when...").
 
@@ -97,6 +99,10 @@ class CorruptEntry(Exception):
 
 
 _READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+_TAKEN_ERRNOS = frozenset({errno.ENOTEMPTY, errno.EEXIST})
+"""What renaming a folder onto an existing non-empty one raises."""
+_NO_LOCK_ERRNOS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS})
+"""What ``flock`` raises on a file system without working locks."""
 _NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 LOW_SPACE_BYTES = 1 << 20
 """Below this many free bytes, a write error without an errno counts as a full disk."""
@@ -174,6 +180,7 @@ class StageCache:
             check_cache_dir(root)
         self.root = root
         self.stats = CacheStats()
+        self._warned_no_locks = False
 
     @property
     def enabled(self) -> bool:
@@ -221,6 +228,26 @@ class StageCache:
                 return self._build_scratch(stage, build, load)
             self.stats.stage(stage).misses += 1
             return load(final)
+
+    def _store_built(self, tmp: Path, final: Path) -> None:
+        """Rename the sealed entry ``tmp`` into place. If another writer stored the same key
+        meanwhile (its lock did not exclude this one: see :meth:`_lock`), its entry is kept
+        and this one discarded: both were built from the same inputs, and a reader sees one
+        whole entry either way."""
+        final.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(tmp, final)
+        except OSError as exc:
+            if exc.errno not in _TAKEN_ERRNOS or not (final / META).is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+            log.warning(
+                "cache: another worker stored %s while this one built it (the lock on %s did "
+                "not exclude it); its entry is used. Work is done twice when locks do not "
+                "work across hosts: docs/caching.md, 'Sharing a cache between workers'",
+                final,
+                self.root,
+            )
 
     def _build_scratch(
         self, stage: str, build: Callable[[Path], None], load: Callable[[Path], T]
@@ -280,8 +307,7 @@ class StageCache:
             started = time.perf_counter()
             build(tmp)
             seal_entry(tmp, stage, time.perf_counter() - started, {"key": key})
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(tmp, final)
+            self._store_built(tmp, final)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             if is_out_of_space_error(exc, tmp.parent):
@@ -319,11 +345,34 @@ class StageCache:
             yield
             return
         with handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            locked = self._flock(handle)
             try:
                 yield
             finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+                if locked:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _flock(self, handle: IO[str]) -> bool:
+        """Take the exclusive ``flock`` on an open lock file; False (with one warning) when
+        the file system has no working locks (an NFS mount without its lock service, Lustre
+        mounted ``noflock``): builders of one key then may compute it twice, and the first
+        rename wins (:meth:`_store_built`)."""
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno not in _NO_LOCK_ERRNOS:
+                raise
+            if not self._warned_no_locks:
+                log.warning(
+                    "cache: %s has no working file locks (%s): workers may build the same "
+                    "entry twice (never a torn one); docs/caching.md, 'Sharing a cache "
+                    "between workers'",
+                    self.root,
+                    exc.strerror or exc,
+                )
+            self._warned_no_locks = True
+            return False
+        return True
 
     def _open_lock(self, path: Path) -> IO[str] | None:
         assert self.root is not None

@@ -1,5 +1,5 @@
 """The ``ragsweep`` console script: a thin Hydra app around :func:`run_from_config`, plus
-the ``init`` and ``check`` subcommands.
+the ``init``, ``check`` and ``embed`` subcommands.
 
 ``ragsweep`` evaluates the default config on the bundled demo data; any axis is an
 override (``ragsweep chunking=heading chunking.size=400 preprocess=nfkc``). ``-m`` with
@@ -7,9 +7,10 @@ comma-separated values runs a plain Hydra grid (one MLflow run per job); ``-m sw
 runs the sweep file ``NAME`` with the one-axis sweeper (docs/sweeps.md): a parent run with
 one child run per evaluated configuration.
 
-``ragsweep init [DIR]`` and ``ragsweep check [OVERRIDES...]`` are dispatched by
-:func:`main` before Hydra sees the arguments (a Hydra override always contains ``=``, so
-the two words cannot be one). Both are documented in docs/install.md.
+``ragsweep init [DIR]``, ``ragsweep check [OVERRIDES...]`` and ``ragsweep embed --shard I/N
+[OVERRIDES...]`` are dispatched by :func:`main` before Hydra sees the arguments (a Hydra
+override always contains ``=``, so the words cannot be one). ``init`` and ``check`` are
+documented in docs/install.md, ``embed`` in docs/deploy.md.
 
 Config: the packaged defaults (:data:`ragsweep.appconfig.CONFIG_PATH`), with the
 project's ``conf/`` and every ``--config-dir`` searched first
@@ -75,7 +76,17 @@ def _check(args: Sequence[str]) -> int:
     return check_main(args)
 
 
-SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"init": _init, "check": _check}
+def _embed(args: Sequence[str]) -> int:
+    from ragsweep.embed_shard import main as embed_main
+
+    return embed_main(args)
+
+
+SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "init": _init,
+    "check": _check,
+    "embed": _embed,
+}
 """``ragsweep WORD ...`` runs ``SUBCOMMANDS[WORD]`` with the remaining arguments (its exit
 status); anything else is a Hydra command line."""
 

@@ -184,15 +184,12 @@ class DenseBackend:
     def identity(self, cfg: EmbeddingConfig) -> ModelIdentity:
         return self._identity(cfg)
 
-    def cached_index(
-        self,
-        texts: Sequence[str],
-        key: str,
-        cfg: EmbeddingConfig,
-        provenance: IndexProvenance,
-        cache: StageCache,
-    ) -> DenseIndex:
-        model = provenance.model
+    def store_embedders(
+        self, cfg: EmbeddingConfig, model: ModelIdentity, cache: StageCache
+    ) -> tuple[StoreEmbedder, StoreEmbedder]:
+        """The embedders of chunk texts and of queries, through the content-addressed
+        store: what an index build and ``ragsweep embed --shard`` (:mod:`ragsweep.embed_shard`)
+        fill the cache with."""
         store = EmbeddingStore(cache, model.key, model.dimension)
         query_store = store  # chunks and queries share it unless queries are embedded apart
         if self.query_view is not None:
@@ -201,6 +198,17 @@ class DenseBackend:
         queries = StoreEmbedder(
             cfg, model, query_store, "query_embeddings", self.encoder, self.query_view
         )
+        return chunks, queries
+
+    def cached_index(
+        self,
+        texts: Sequence[str],
+        key: str,
+        cfg: EmbeddingConfig,
+        provenance: IndexProvenance,
+        cache: StageCache,
+    ) -> DenseIndex:
+        chunks, queries = self.store_embedders(cfg, provenance.model, cache)
 
         def build(folder: Path) -> None:
             np.save(folder / "vectors.npy", chunks.embed(texts), allow_pickle=False)
