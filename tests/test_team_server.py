@@ -270,7 +270,7 @@ def test_parallel_jobs_logging_one_golden_set_all_get_it_on_postgresql(
             thread.start()
         for thread in threads:
             thread.join()
+        assert errors == []
         for run_id in run_ids:
             (linked,) = client.get_run(run_id).inputs.dataset_inputs
             assert linked.dataset.digest == dataset.digest
-    assert errors == []
