@@ -42,9 +42,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _version(initdb: Path) -> tuple[int, ...]:
+    """``/usr/lib/postgresql/15/bin/initdb`` → ``(15,)``."""
+    return tuple(int(part) for part in initdb.parent.parent.name.split(".") if part.isdigit())
+
+
 def _installed_bin() -> Path | None:
-    found = sorted(glob.glob(f"{DEBIAN_BINARIES}/initdb"), key=lambda p: int(p.split("/")[4]))
-    return Path(found[-1]).parent if found else None
+    found = sorted((Path(p) for p in glob.glob(f"{DEBIAN_BINARIES}/initdb")), key=_version)
+    return found[-1].parent if found else None
 
 
 def postgres_bin() -> Path | None:
