@@ -37,6 +37,13 @@ from ragsweep.tracking_store import (
 MAX_PARAM_VALUE = 6000  # MLflow's limit on a param value's length
 BATCH = 100
 DATASET_ATTEMPTS = 4  # log_inputs races between parallel jobs; see _log_dataset
+DUPLICATE_KEY_MESSAGES = (
+    "UNIQUE constraint failed",  # SQLite
+    "duplicate key value violates unique constraint",  # PostgreSQL
+    "Duplicate entry",  # MySQL
+)
+"""How each database reports a unique-key violation (MLflow passes its message on, also
+through a tracking server)."""
 RECORD_FILE = "record.json"
 """In a run directory: what the run sends to MLflow (``ragsweep-log`` reads it)."""
 RECORD_FORMAT = 1
@@ -260,6 +267,7 @@ def _log_dataset(client: Any, run_id: str, dataset: DatasetInput) -> None:
             # Parallel jobs of a sweep log the same golden set: MLflow looks the dataset
             # up, then inserts it, so two jobs can both insert and one hits the unique
             # constraint. The dataset exists by then; the next attempt links to it.
-            if "UNIQUE constraint failed" not in str(exc) or attempt == DATASET_ATTEMPTS - 1:
+            duplicate = any(message in str(exc) for message in DUPLICATE_KEY_MESSAGES)
+            if not duplicate or attempt == DATASET_ATTEMPTS - 1:
                 raise
             time.sleep(0.05 * (attempt + 1))

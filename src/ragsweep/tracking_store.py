@@ -63,11 +63,15 @@ def tracking_uri(cfg: TrackingConfig) -> str:
     return "sqlite:///" + str(Path(cfg.default_db).resolve())
 
 
-def artifact_location(cfg: TrackingConfig) -> str | None:
-    """Where a new experiment keeps its artifacts (None: the store's default)."""
+def artifact_location(cfg: TrackingConfig, uri: str) -> str | None:
+    """Where a new experiment on the store ``uri`` keeps its artifacts (None: the store's
+    default). ``tracking.default_artifacts`` is a folder on this machine, so it applies only
+    where this process writes the artifacts itself: a tracking server chooses the location
+    (with ``--artifacts-destination``, artifacts go over HTTP to the server), otherwise every
+    worker would write them to its own disk (docs/deploy.md)."""
     if cfg.artifact_location:
         return cfg.artifact_location
-    if cfg.default_artifacts:
+    if cfg.default_artifacts and kind_of(uri).local_artifacts:
         return Path(cfg.default_artifacts).resolve().as_uri()
     return None
 
@@ -200,12 +204,15 @@ class StoreKind:
     ``lock_file(uri, purpose)``: the file locked across processes for ``purpose``
     (``store``, ``sweeps``), None for a remote store (no lock, see docs/tracking.md);
     ``repair``: makes a local store openable by MLflow and returns notes for the user;
-    ``advice``: what to do when the store fails.
+    ``advice``: what to do when the store fails; ``local_artifacts``: whether this process
+    writes a new experiment's artifacts itself (so ``tracking.default_artifacts`` applies)
+    rather than a tracking server choosing where they go.
     """
 
     lock_file: Callable[[str, str], Path | None]
     repair: Callable[[str], list[str]]
     advice: Callable[[str, TrackingConfig], str]
+    local_artifacts: bool = True
 
 
 def _no_lock(uri: str, purpose: str) -> Path | None:
@@ -252,7 +259,7 @@ def _generic_advice(uri: str, cfg: TrackingConfig) -> str:
     return "check tracking.uri (or MLFLOW_TRACKING_URI), or run with tracking.enabled=false"
 
 
-SERVER = StoreKind(_no_lock, _no_repair, _server_advice)
+SERVER = StoreKind(_no_lock, _no_repair, _server_advice, local_artifacts=False)
 FILE_STORE = StoreKind(_file_store_lock, _no_repair, _generic_advice)
 STORE_KINDS: dict[str, StoreKind] = {
     "sqlite": StoreKind(_sqlite_lock, repair_sqlite, _sqlite_advice),
@@ -346,17 +353,17 @@ def prepare_store(cfg: TrackingConfig) -> str:
     with exclusive_lock(lock_file(uri, "store")):
         client = _open_locked(uri, kind_of(uri), cfg)
         try:
-            return _experiment_id(client, cfg)
+            return _experiment_id(client, cfg, uri)
         except Exception as exc:
             raise store_error(uri, cfg, "did not answer", exc) from None
 
 
-def _experiment_id(client: Any, cfg: TrackingConfig) -> str:
+def _experiment_id(client: Any, cfg: TrackingConfig, uri: str) -> str:
     experiment = client.get_experiment_by_name(cfg.experiment)
     if experiment is not None:
         return str(experiment.experiment_id)
     try:
-        return str(client.create_experiment(cfg.experiment, artifact_location(cfg)))
+        return str(client.create_experiment(cfg.experiment, artifact_location(cfg, uri)))
     except Exception:  # a remote store: another process created it between get and create
         experiment = client.get_experiment_by_name(cfg.experiment)
         if experiment is None:
