@@ -78,7 +78,8 @@ LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
 CASES_TABLE = "cases_table.json"
 """The per-case MLflow table artifact of a run (issue 13)."""
 UI_START_SECONDS = 240.0
-"""``mlflow ui`` starts 4 uvicorn workers; on a busy 2-core machine that takes a minute."""
+"""``mlflow ui`` (one worker, ``ragsweep ui``'s default) may take a minute to answer on a
+busy 2-core machine."""
 WAIT_SECONDS = 60.0
 """How long a page may take to show what is asserted."""
 
