@@ -70,10 +70,8 @@ format: setup ## Apply ruff fixes and formatting
 	$(BIN)/ruff check --fix src tests bench
 	$(BIN)/ruff format src tests bench
 
-ui: setup ## MLflow UI on http://127.0.0.1:$(UI_PORT) over the project's store
-	$(BIN)/mlflow ui --host 127.0.0.1 --port $(UI_PORT) \
-	  --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db \
-	  --default-artifact-root $(CURDIR)/outputs/mlartifacts
+ui: setup ## MLflow UI on http://127.0.0.1:$(UI_PORT) over the project's store; prints the experiment's URL
+	$(BIN)/ragsweep ui --host 127.0.0.1 --port $(UI_PORT)
 
 import-squad: setup ## Import the shared SQuAD 2.0 dev half into outputs/squad
 	$(BIN)/ragsweep-import squad $(SQUAD) outputs/squad

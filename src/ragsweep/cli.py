@@ -1,5 +1,5 @@
 """The ``ragsweep`` console script: a thin Hydra app around :func:`run_from_config`, plus
-the ``init``, ``check`` and ``embed`` subcommands.
+the ``init``, ``check``, ``embed`` and ``ui`` subcommands.
 
 ``ragsweep`` evaluates the default config on the bundled demo data; any axis is an
 override (``ragsweep chunking=heading chunking.size=400 preprocess=nfkc``). ``-m`` with
@@ -7,10 +7,11 @@ comma-separated values runs a plain Hydra grid (one MLflow run per job); ``-m sw
 runs the sweep file ``NAME`` with the one-axis sweeper (docs/sweeps.md): a parent run with
 one child run per evaluated configuration.
 
-``ragsweep init [DIR]``, ``ragsweep check [OVERRIDES...]`` and ``ragsweep embed --shard I/N
-[OVERRIDES...]`` are dispatched by :func:`main` before Hydra sees the arguments (a Hydra
-override always contains ``=``, so the words cannot be one). ``init`` and ``check`` are
-documented in docs/install.md, ``embed`` in docs/deploy.md.
+``ragsweep init [DIR]``, ``ragsweep check [OVERRIDES...]``, ``ragsweep embed --shard I/N
+[OVERRIDES...]`` and ``ragsweep ui [--port P] [OVERRIDES...]`` are dispatched by :func:`main`
+before Hydra sees the arguments (a Hydra override always contains ``=``, so these words cannot
+be one). ``init`` and ``check`` are documented in docs/install.md, ``embed`` in
+docs/deploy.md, ``ui`` (the MLflow UI, ``make ui``) in docs/tracking.md.
 
 Config: the packaged defaults (:data:`ragsweep.appconfig.CONFIG_PATH`), with the
 project's ``conf/`` and every ``--config-dir`` searched first
@@ -82,10 +83,17 @@ def _embed(args: Sequence[str]) -> int:
     return embed_main(args)
 
 
+def _ui(args: Sequence[str]) -> int:
+    from ragsweep.ui import main as ui_main
+
+    return ui_main(args)
+
+
 SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "init": _init,
     "check": _check,
     "embed": _embed,
+    "ui": _ui,
 }
 """``ragsweep WORD ...`` runs ``SUBCOMMANDS[WORD]`` with the remaining arguments (its exit
 status); anything else is a Hydra command line."""
@@ -125,7 +133,7 @@ def _use_config_dirs(dirs: Sequence[str]) -> None:
 
 
 def main() -> None:
-    """Console-script entry point: a subcommand (``init``, ``check``), or the Hydra app
+    """Console-script entry point: a subcommand (``init``, ``check``, ``ui``), or the Hydra app
     with secret-looking overrides refused before Hydra writes anything and user errors
     reported as ``error: ...`` with exit status 2 (:mod:`ragsweep.cli_errors`)."""
     dirs, argv = take_config_dirs(sys.argv[1:])

@@ -145,6 +145,14 @@ a sweep the axis, value, decision and link to the parent (``ragsweep.run_notes``
 LOGGED_ARTIFACTS = "mlflow.loggedArtifacts"
 """MLflow's list of the run's table artifacts, JSON ``[{"path": ..., "type": "table"}]``
 (``ragsweep.tables``)."""
+EXPERIMENT_KIND = "mlflow.experimentKind"
+"""MLflow's experiment tag for the experiment's kind (the UI's experiment-kind selector
+writes it): ``custom_model_development`` ("Model training": runs, models) or
+``genai_development`` (traces). MLflow 3.17.2's UI does not read it to pick the page an
+experiment opens on (the browser's workflow switch does, see ``ragsweep.ui``); ragsweep
+sets it so that the experiment says what it holds."""
+RUNS_TABLE_KIND = "custom_model_development"
+"""The ``EXPERIMENT_KIND`` value of ragsweep's experiments (runs, not traces)."""
 
 IDENTITY = (GOLDEN_DIGEST, SPLIT, CORPUS_HASH, MIN_SPAN_OVERLAP)
 """Tags two runs must share for their per-case results to be comparable."""

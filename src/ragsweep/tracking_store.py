@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from ragsweep import tags as tag
 from ragsweep.config import TrackingConfig
 from ragsweep.errors import ConfigError, RagsweepError
 
@@ -345,9 +346,10 @@ def _open_locked(uri: str, kind: StoreKind, cfg: TrackingConfig | None) -> Any:
 
 def prepare_store(cfg: TrackingConfig) -> str:
     """Check the store before any work, create it and the experiment; return the experiment
-    id. For a server this is one request, bounded by ``tracking.timeout`` and
-    ``tracking.retries``; a local store is opened under its store lock. Raises
-    TrackingStoreError naming the URI and what to do."""
+    id. The experiment is tagged as MLflow's "Model training" kind (``tags.EXPERIMENT_KIND``;
+    an existing one without the tag gets it). For a server this is one request, bounded by
+    ``tracking.timeout`` and ``tracking.retries``; a local store is opened under its store
+    lock. Raises TrackingStoreError naming the URI and what to do."""
     apply_http_settings(cfg)
     uri = tracking_uri(cfg)
     with exclusive_lock(lock_file(uri, "store")):
@@ -361,14 +363,28 @@ def prepare_store(cfg: TrackingConfig) -> str:
 def _experiment_id(client: Any, cfg: TrackingConfig, uri: str) -> str:
     experiment = client.get_experiment_by_name(cfg.experiment)
     if experiment is not None:
+        _set_kind_if_missing(client, experiment)
         return str(experiment.experiment_id)
     try:
-        return str(client.create_experiment(cfg.experiment, artifact_location(cfg, uri)))
+        kind = {tag.EXPERIMENT_KIND: tag.RUNS_TABLE_KIND}
+        return str(client.create_experiment(cfg.experiment, artifact_location(cfg, uri), tags=kind))
     except Exception:  # a remote store: another process created it between get and create
         experiment = client.get_experiment_by_name(cfg.experiment)
         if experiment is None:
             raise
+        _set_kind_if_missing(client, experiment)
         return str(experiment.experiment_id)
+
+
+def _set_kind_if_missing(client: Any, experiment: Any) -> None:
+    """Record the experiment as MLflow's "Model training" kind unless its kind was already
+    set (by ragsweep, or by a user in the UI: that choice is kept). MLflow 3.17's UI picks
+    the page an experiment opens on by the browser's workflow switch instead; the URL that
+    ``ragsweep ui`` prints sets it (:data:`ragsweep.ui.RUNS_VIEW_QUERY`)."""
+    if tag.EXPERIMENT_KIND not in experiment.tags:
+        client.set_experiment_tag(
+            experiment.experiment_id, tag.EXPERIMENT_KIND, tag.RUNS_TABLE_KIND
+        )
 
 
 def store_error(
