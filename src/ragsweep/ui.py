@@ -131,7 +131,7 @@ def mlflow_ui_command(cfg: TrackingConfig, uri: str, args: argparse.Namespace) -
     MLflow)."""
     command = [sys.executable, "-m", "mlflow", "ui", "--host", args.host, "--port", str(args.port)]
     command += ["--workers", str(args.workers), "--backend-store-uri", uri]
-    artifacts = artifact_location(cfg)
+    artifacts = artifact_location(cfg, uri)
     return command + (["--default-artifact-root", artifacts] if artifacts else [])
 
 
