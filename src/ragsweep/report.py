@@ -226,9 +226,10 @@ def print_summary(
     _print_fact("unanswerable", f"{unanswerable} (counted, not scored)", console)
     for line in _depth_warnings(summary):
         first, *rest = wrap(line, console.width, "  warning ", "  ")
-        console.print(f"  [yellow]warning[/yellow] {escape(first.removeprefix('  warning '))}")
+        text = escape(first.removeprefix("  warning "))
+        console.print(f"  [yellow]warning[/yellow] {text}", soft_wrap=True)
         for text in rest:
-            console.print(text, markup=False)
+            console.print(text, markup=False, soft_wrap=True)
 
 
 def _summary_columns(summary: Summary, headline: Sequence[str]) -> dict[str, list[str]]:
@@ -284,9 +285,10 @@ def _print_fact(key: str, value: str, console: Console) -> None:
     """``  key  value``, the key right-aligned and dim, the value wrapped beneath itself."""
     indent = " " * (FACT_LABEL + 4)
     lines = wrap(value, console.width, indent, "")
-    console.print(f"  [dim]{escape(f'{key:>{FACT_LABEL}}')}[/dim]  {escape(lines[0].lstrip())}")
+    label = escape(f"{key:>{FACT_LABEL}}")
+    console.print(f"  [dim]{label}[/dim]  {escape(lines[0].lstrip())}", soft_wrap=True)
     for line in lines[1:]:
-        console.print(line, markup=False)
+        console.print(line, markup=False, soft_wrap=True)
 
 
 def _stacked(value: float, bounds: Bounds) -> str:

@@ -104,7 +104,7 @@ def say(
     for paragraph in text.splitlines() or [""]:
         lead = indent + paragraph[: len(paragraph) - len(paragraph.lstrip())]
         for line in wrap(paragraph.lstrip(), console.width, lead, hanging):
-            console.print(line, markup=False, style=style or None, highlight=False)
+            console.print(line, markup=False, style=style or None, highlight=False, soft_wrap=True)
 
 
 class WrappingFormatter(logging.Formatter):

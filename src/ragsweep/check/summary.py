@@ -56,9 +56,9 @@ def _config_lines(config: ConfigCheck) -> list[str]:
     resolved = config.resolved
     cfg = resolved.cfg
     return [
-        f"hash {resolved.config_hash[:12]}  embedding {resolved.model.describe()}  "
-        f"preprocess {'+'.join(cfg.preprocess.steps) or 'none'}",
-        f"objective {resolved.objective.name} on split {cfg.eval.split}; "
+        f"hash {resolved.config_hash[:12]}  preprocess {'+'.join(cfg.preprocess.steps) or 'none'}",
+        f"embedding {resolved.model.describe()}",
+        f"objective {resolved.objective.name} on split {cfg.eval.split}",
         f"outputs under {config.data['paths']['output_dir']}",
     ]
 

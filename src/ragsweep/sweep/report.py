@@ -168,7 +168,7 @@ def print_table(result: SweepResult, console: Console) -> None:
     wrap instead)."""
     for line in _title(result):
         for text in wrap(line, console.width, "", "  "):
-            console.print(text, markup=False)
+            console.print(text, markup=False, soft_wrap=True)
     # One space of padding left of each column but the first, plus the box's blank column
     # rule: columns two spaces apart, so the demo sweep's table is 77 characters wide.
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), pad_edge=False, show_edge=False)
@@ -190,7 +190,7 @@ def print_table(result: SweepResult, console: Console) -> None:
         else:
             texts = wrap(line, console.width, "  ", "    ")
         for text in texts:
-            console.print(text, markup=False)
+            console.print(text, markup=False, soft_wrap=True)
 
 
 def summary_markdown(result: SweepResult) -> str:
