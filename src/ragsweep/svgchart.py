@@ -14,7 +14,7 @@ from html import escape
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
 WIDTH, HEIGHT = 500, 350
-LEFT, RIGHT, TOP, BOTTOM = 60, 20, 20, 50  # margins around the plot area, in px
+LEFT, RIGHT, TOP, BOTTOM = 60, 30, 20, 50  # margins around the plot area, in px
 TITLE_LINE = 18  # px per title line, added above the plot area
 
 
