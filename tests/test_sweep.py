@@ -22,6 +22,7 @@ from ragsweep.cli import run_from_config
 from ragsweep.errors import RagsweepError
 from ragsweep.sweep.callbacks import RequireMultirunForSweep
 from ragsweep.sweep.paired import PairedDifference
+from ragsweep.sweep.report import plot_title
 from ragsweep.sweep.result import SweepResult
 from ragsweep.sweep.runs import find_unfinished_parent
 from tests.test_pipeline import project_overrides
@@ -160,6 +161,11 @@ def test_one_axis_picks_per_axis_and_skips_evaluated_configs(tmp_path: Path, cap
     assert saved["chosen"] == chosen
     assert [round(s["objective"], 4) for s in saved["trail"]] == [0.5, 0.525, 0.575, 0.575]
     assert (tmp_path / "s1" / "objective_by_axis.png").stat().st_size > 0
+    assert plot_title(result) == [
+        f"sweep {result.spec.name}: recall_at_5 (maximize) by axis value, split tuning",
+        f"final config {result.final.config_hash[:12]}: recall_at_5 = 0.5750 "
+        "(orange: chosen value)",
+    ]
     out = capsys.readouterr().out
     assert "not launched: none (reused)" in out
     assert "chosen" in out and "final recall_at_5 = 0.5750" in out

@@ -99,6 +99,13 @@ def test_a_run_summary_fits_and_shows_every_headline_mean(project: Path) -> None
         assert type_name in out.stderr
     intervals = re.findall(r"\[\d\.\d{3}, \d\.\d{3}\]", out.stderr)
     assert len(intervals) >= 5 * 15  # every mean with its whole interval
+    # the run's plot says what it shows
+    config_hash = re.search(r"config  ([0-9a-f]{12})", out.stderr)
+    assert config_hash is not None
+    svg = (report.parent / "metrics_at_k.svg").read_text(encoding="utf-8")
+    assert f"hit@k and recall@k, split tuning, config {config_hash.group(1)}</text>" in svg
+    assert "chunking fixed size=800 overlap=100, preprocess none</text>" in svg
+    assert "k (retrieved chunks)</text>" in svg and "mean over 189 answerable cases" in svg
 
 
 NARROW_SWEEP = """\
