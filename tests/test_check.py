@@ -40,6 +40,18 @@ def messages(overrides: list[str]) -> list[str]:
     return [str(p) for p in run_checks(overrides).problems]
 
 
+def problem_lines(stderr: str) -> list[str]:
+    """The report's lines with each problem joined back onto one line (the terminal report
+    continues a long problem on lines indented four columns)."""
+    lines: list[str] = []
+    for line in stderr.splitlines():
+        if line.startswith("    ") and lines:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return lines
+
+
 def test_every_golden_problem_is_listed_with_its_line(tmp_path: Path) -> None:
     golden = tmp_path / "golden.jsonl"
     rows = [
@@ -55,7 +67,7 @@ def test_every_golden_problem_is_listed_with_its_line(tmp_path: Path) -> None:
     out = ragsweep("check", f"golden.path={golden}", "tracking=off", cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr
-    lines = out.stderr.splitlines()
+    lines = problem_lines(out.stderr)
     assert lines[0] == "ragsweep check: 5 problem(s); nothing was run"
     expected = [
         f"{golden}:2: case 'a': unknown field 'evidense' (allowed: ",
@@ -143,7 +155,12 @@ def test_corpus_problems_and_split_problems(project: Path) -> None:
 
 def test_a_clean_check_prints_the_summary_and_writes_nothing(tmp_path: Path) -> None:
     out = ragsweep(
-        "check", "sweep=chunking", "chunking.size=600", cwd=tmp_path, MLFLOW_TRACKING_URI=""
+        "check",
+        "sweep=chunking",
+        "chunking.size=600",
+        cwd=tmp_path,
+        MLFLOW_TRACKING_URI="",
+        COLUMNS="200",  # a wide terminal: long paths stay on their line
     )
     assert out.returncode == 0, out.stderr
     assert list(tmp_path.iterdir()) == []

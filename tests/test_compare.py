@@ -189,7 +189,10 @@ def test_cli_prints_markdown_and_logs_it_on_the_candidate(
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "**Decision: INCONCLUSIVE" in out
-    assert "| `c2` | factual | `baseline.md` [0:9] score 1.000 | `candidate.md` [0:9]" in out
+    assert (
+        "- `c2` (factual)\n  - baseline: `baseline.md` [0:9] score 1.000\n"
+        "  - candidate: `candidate.md` [0:9]"
+    ) in out
     assert "exact: all 2^4 = 16 sign assignments" in out
 
     artifacts = {a.path for a in store.client.list_artifacts(candidate)}

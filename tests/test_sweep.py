@@ -22,6 +22,7 @@ from ragsweep.cli import run_from_config
 from ragsweep.errors import RagsweepError
 from ragsweep.sweep.callbacks import RequireMultirunForSweep
 from ragsweep.sweep.paired import PairedDifference
+from ragsweep.sweep.report import plot_title
 from ragsweep.sweep.result import SweepResult
 from ragsweep.sweep.runs import find_unfinished_parent
 from tests.test_pipeline import project_overrides
@@ -80,6 +81,11 @@ def multirun(task: Task, tmp_path: Path, name: str, *overrides: str) -> Any:
             overrides=[*base, *overrides],
             with_log_configuration=False,
         )
+
+
+def unwrapped(text: str) -> str:
+    """``text`` with every run of whitespace (the terminal's line wrapping) as one space."""
+    return " ".join(text.split())
 
 
 def write_sweep(tmp_path: Path, text: str, name: str = "mini.yaml") -> Path:
@@ -155,6 +161,11 @@ def test_one_axis_picks_per_axis_and_skips_evaluated_configs(tmp_path: Path, cap
     assert saved["chosen"] == chosen
     assert [round(s["objective"], 4) for s in saved["trail"]] == [0.5, 0.525, 0.575, 0.575]
     assert (tmp_path / "s1" / "objective_by_axis.png").stat().st_size > 0
+    assert plot_title(result) == [
+        f"sweep {result.spec.name}: recall_at_5 (maximize) by axis value, split tuning",
+        f"final config {result.final.config_hash[:12]}: recall_at_5 = 0.5750 "
+        "(orange: chosen value)",
+    ]
     out = capsys.readouterr().out
     assert "not launched: none (reused)" in out
     assert "chosen" in out and "final recall_at_5 = 0.5750" in out
@@ -177,7 +188,8 @@ def test_first_axis_runs_the_baseline_when_its_value_is_not_listed(tmp_path: Pat
     ]
     assert first.best is not None and first.best.point.label == "800"  # the start is kept
     assert result.final is not None and result.final.objective == pytest.approx(0.45)
-    assert "the start value 800 is not among the values; it runs too" in capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
+    assert "the start value 800 is not among the values; it runs too" in out
 
 
 def test_a_failing_start_is_shown_and_the_listed_values_decide(tmp_path: Path) -> None:
@@ -426,7 +438,7 @@ def test_resume_after_interruption_does_not_rerun_logged_configs(
 
     counted = Counter(real_task)
     result = multirun(counted, tmp_path, "second", *args)
-    out = capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
     assert f"resuming sweep mini (parent run {parent.info.run_id})" in out
     assert "2 configuration(s) already logged" in out
     assert counted.calls == 1  # only chunking.size=200

@@ -55,7 +55,7 @@ def write_artifacts(
         output_dir / "report.md", report + "\n## Metric definitions\n\n" + definitions + "\n"
     )
     if summary.overall:
-        plot_at_k(summary, eval_cfg.ks, output_dir / "metrics_at_k.svg")
+        plot_at_k(summary, eval_cfg.ks, output_dir / "metrics_at_k.svg", facts)
 
 
 def manifest_row(chunk: Chunk) -> dict[str, Any]:

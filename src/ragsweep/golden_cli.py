@@ -25,6 +25,7 @@ from ragsweep.golden import GoldenCase, GoldenSet, load_golden
 from ragsweep.power import PowerAssumptions, detectable_difference, min_discordant
 from ragsweep.release.store import current_config
 from ragsweep.report import markdown_table
+from ragsweep.terminal import fit_markdown
 
 ALL_TYPES = "all types"
 EXIT_ERROR = 2
@@ -74,8 +75,9 @@ def render_stats(
     answerable = sum(c.answerable for c in golden.cases)
     needed = min_discordant(assumptions.alpha)
     lines = [
-        f"# Golden set {golden.path}",
+        "# Golden set",
         "",
+        f"- **file**: {golden.path}",
         f"- **cases**: {len(golden.cases)} ({answerable} answerable, "
         f"{len(golden.cases) - answerable} unanswerable); digest {golden.digest[:12]}",
         "- **detectable difference**: the smallest mean difference of a 0/1 metric (e.g. "
@@ -97,7 +99,7 @@ def render_stats(
     ]
     header = ["split", "type", "answerable", "unanswerable", "detectable difference"]
     lines.append(markdown_table(header, table))
-    return "\n".join(lines) + "\n"
+    return fit_markdown("\n".join(lines)) + "\n"
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -31,7 +31,6 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
-from rich.markup import escape
 
 from ragsweep import tags as tag
 from ragsweep.appconfig import plain_config, sweep_dirs
@@ -61,6 +60,7 @@ from ragsweep.sweep.spec import (
     override_text,
     resolve_sweep_path,
 )
+from ragsweep.terminal import say
 
 _ABSENT = object()
 RUN_NAME_KEY = "tracking.run_name"
@@ -144,7 +144,7 @@ class OneAxisSweeperImpl:
         self.resume = resume
         self.max_batch_size = max_batch_size
         self.params = params
-        self.console = Console(soft_wrap=True)  # messages stay greppable: no hard wraps
+        self.console = Console()  # messages are wrapped to its width (ragsweep.terminal)
         self.grid: BasicSweeper | None = None
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
@@ -286,9 +286,10 @@ class _SweepRun:
         return other_factors(axis, varied(configs), groups)
 
     def _print_factors(self, number: int, axis: Axis, found: Factors) -> None:
-        self.console.print(
+        say(
+            self.console,
             f"axis {number}/{len(self.spec.axes)} {axis.label} (allow_multi_factor) also "
-            "changes:\n" + "\n".join(f"  {escape(line)}" for line in describe(found))
+            "changes:\n" + "\n".join(f"  {line}" for line in describe(found)),
         )
 
     @staticmethod
@@ -319,7 +320,7 @@ class _SweepRun:
             try:
                 self._conclude(None, status)
             except Exception as write_error:  # keep the original error in front
-                self.console.print(f"could not record the interrupted sweep: {write_error}")
+                say(self.console, f"could not record the interrupted sweep: {write_error}")
             raise
         return self._conclude(final, "FINISHED")
 
@@ -328,7 +329,7 @@ class _SweepRun:
         assert baseline.resolved is not None and baseline.config_hash is not None
         run_cfg = RunConfig.from_container(baseline.resolved)
         if not run_cfg.tracking.enabled:
-            self.console.print("tracking disabled: no parent run, nothing to resume")
+            say(self.console, "tracking disabled: no parent run, nothing to resume")
             return
         from ragsweep.sweep.runs import SweepRuns, sweep_digest
 
@@ -339,16 +340,17 @@ class _SweepRun:
         if multi_factor:
             self.runs.tag_parent(tag.SWEEP_MULTI_FACTOR, _factors_tag(self.spec, multi_factor))
         if not self.runs.resumed:
-            self.console.print(f"sweep {self.spec.name}: parent run {self.runs.parent_id}")
+            say(self.console, f"sweep {self.spec.name}: parent run {self.runs.parent_id}")
             return
         for config_hash_, child in self.runs.logged_children(self.spec.objective).items():
             self.state.evaluated[config_hash_] = Evaluation(
                 child.objective, child.run_id, child.n, "resumed"
             )
-        self.console.print(
+        say(
+            self.console,
             f"resuming sweep {self.spec.name} (parent run {self.runs.parent_id}): "
             f"{len(self.state.evaluated)} configuration(s) already logged under it are not "
-            "launched again (hydra.sweeper.resume=false starts afresh)"
+            "launched again (hydra.sweeper.resume=false starts afresh)",
         )
 
     def _sweep_axis(self, number: int, axis: Axis, current: _Current) -> _Current:
@@ -457,9 +459,10 @@ class _SweepRun:
         composed_start = self.compose(current.overrides, self._tracking_lines(number, axis, point))
         if composed_start.config_hash != start.config_hash:
             return []  # only if composing failed: tracking.* is not part of the hash
-        self.console.print(
+        say(
+            self.console,
             f"axis {number}/{len(self.spec.axes)} {axis.label}: the start value {point.label} "
-            "is not among the values; it runs too, as the value to beat"
+            "is not among the values; it runs too, as the value to beat",
         )
         return [(point, composed_start)]
 
@@ -511,9 +514,10 @@ class _SweepRun:
         for index, c in enumerate(composed):
             if c.config_hash is not None and not self.state.seen(c.config_hash):
                 todo.setdefault(c.config_hash, index)
-        self.console.print(
+        say(
+            self.console,
             f"axis {number}/{len(self.spec.axes)} {axis.label}: launching {len(todo)} of "
-            f"{len(points)} configuration(s)"
+            f"{len(points)} configuration(s)",
         )
         launched_ms = time.time_ns() // 1_000_000
         returns = self._launch([list(composed[i].lines) for i in todo.values()])
@@ -569,9 +573,7 @@ class _SweepRun:
     ) -> None:
         """Print the failure and log it as a FAILED child run (when tracking is on);
         ``launched_ms``: when the job's batch was launched (ms since the epoch)."""
-        self.console.print(
-            f"  [red]failed[/red] {axis.label}={escape(point.label)}: {escape(error)}"
-        )
+        say(self.console, f"failed {axis.label}={point.label}: {error}", "  ", style="red")
         if self.runs is None or composed.resolved is None:
             return
         from ragsweep.sweep.runs import child_tags
@@ -610,19 +612,18 @@ class _SweepRun:
             if t.status in ("reused", "resumed", "invalid")
         ]
         if skipped:
-            self.console.print(f"  not launched: {escape(', '.join(skipped))}")
+            say(self.console, f"not launched: {', '.join(skipped)}", "  ")
         for t in trials:
             if t.status == "invalid":
-                self.console.print(
-                    f"  [yellow]invalid[/yellow] {escape(t.point.label)}: {escape(t.error or '')}"
-                )
+                say(self.console, f"invalid {t.point.label}: {t.error or ''}", "  ", style="yellow")
         best = result.best
         assert best is not None and best.objective is not None
         chosen_lines = " ".join(best.point.lines.values())
-        self.console.print(
-            f"  chosen {escape(chosen_lines)} ({self.spec.objective}={best.objective:.4f})"
-            + escape(runner_up_text(result, self.spec.alpha))
-        )
+        chosen = f"chosen {chosen_lines} ({self.spec.objective}={best.objective:.4f})"
+        say(self.console, chosen, "  ")
+        runner_up = runner_up_text(result, self.spec.alpha)
+        if runner_up:
+            say(self.console, runner_up, "    ")
 
     # -- the end ------------------------------------------------------------------------------
 

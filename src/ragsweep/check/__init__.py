@@ -34,6 +34,7 @@ from ragsweep.config import ChunkingConfig
 from ragsweep.corpus import Corpus, load_corpus
 from ragsweep.errors import RagsweepError
 from ragsweep.golden import GoldenSet
+from ragsweep.terminal import terminal_width
 from ragsweep.tracking import tracking_uri
 
 EXIT_PROBLEMS = 2
@@ -149,10 +150,10 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     found = run_checks(args.overrides)
     if found.problems:
-        print(render_problems(found.problems), file=sys.stderr)
+        print(render_problems(found.problems, terminal_width()), file=sys.stderr)
         return EXIT_PROBLEMS
     facts = found.facts
     if facts.corpus is not None and facts.config is not None:
         facts.chunks = chunk_counts(facts.corpus, facts.config, facts.sweep)
-    print(render_summary(facts))
+    print(render_summary(facts, terminal_width()))
     return 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ragsweep.check.problems import Problem
+from ragsweep.terminal import DEFAULT_WIDTH, wrap
 
 if TYPE_CHECKING:
     from ragsweep.check.config import ConfigCheck
@@ -31,17 +32,23 @@ class Facts:
     chunks: list[tuple[str, int]] = field(default_factory=list)
 
 
-def render_problems(problems: Sequence[Problem]) -> str:
-    """``ragsweep check: N problem(s)`` and one line per problem."""
+def render_problems(problems: Sequence[Problem], width: int = DEFAULT_WIDTH) -> str:
+    """``ragsweep check: N problem(s)`` and each problem on a line of its own, two columns
+    in; one wider than ``width`` continues on the next lines, four columns in."""
     lines = [f"ragsweep check: {len(problems)} problem(s); nothing was run"]
-    lines += [f"  {problem}" for problem in problems]
+    for problem in problems:
+        lines += wrap(str(problem), width, "  ", "  ")
     return "\n".join(lines)
 
 
-def _section(label: str, lines: Sequence[str]) -> list[str]:
-    """``lines`` with ``label`` before the first one and the others indented alike."""
-    labels = [label, *[""] * (len(lines) - 1)]
-    return [f"{lab:<{LABEL_WIDTH}}{line}" for lab, line in zip(labels, lines, strict=True)]
+def _section(label: str, lines: Sequence[str], width: int) -> list[str]:
+    """``lines`` with ``label`` before the first one and the others indented alike; a line
+    wider than ``width`` columns continues on the next, two columns further in."""
+    out = []
+    for line in lines:
+        lead = " " * LABEL_WIDTH + line[: len(line) - len(line.lstrip())]
+        out += wrap(line.lstrip(), width, lead, "  ")
+    return [f"{label:<{LABEL_WIDTH}}{out[0][LABEL_WIDTH:]}", *out[1:]]
 
 
 def _config_lines(config: ConfigCheck) -> list[str]:
@@ -49,9 +56,9 @@ def _config_lines(config: ConfigCheck) -> list[str]:
     resolved = config.resolved
     cfg = resolved.cfg
     return [
-        f"hash {resolved.config_hash[:12]}  embedding {resolved.model.describe()}  "
-        f"preprocess {'+'.join(cfg.preprocess.steps) or 'none'}",
-        f"objective {resolved.objective.name} on split {cfg.eval.split}; "
+        f"hash {resolved.config_hash[:12]}  preprocess {'+'.join(cfg.preprocess.steps) or 'none'}",
+        f"embedding {resolved.model.describe()}",
+        f"objective {resolved.objective.name} on split {cfg.eval.split}",
         f"outputs under {config.data['paths']['output_dir']}",
     ]
 
@@ -88,21 +95,22 @@ def _sweep_lines(sweep: SweepCheck) -> list[str]:
     ]
 
 
-def render_summary(facts: Facts) -> str:
-    """The one-screen summary of a check without problems."""
+def render_summary(facts: Facts, width: int = DEFAULT_WIDTH) -> str:
+    """The one-screen summary of a check without problems, in lines of at most ``width``
+    columns where a word allows."""
     lines = ["ragsweep check: no problems found; nothing was run", ""]
     if facts.config is not None and facts.config.resolved is not None:
-        lines += _section("config", _config_lines(facts.config))
+        lines += _section("config", _config_lines(facts.config), width)
     if facts.corpus is not None:
         corpus = facts.corpus
         about = f"{len(corpus)} documents, {corpus.n_chars:,} characters  {corpus.source}"
-        lines += _section("corpus", [about])
+        lines += _section("corpus", [about], width)
     if facts.golden is not None:
-        lines += _section("golden", _golden_lines(facts.golden))
+        lines += _section("golden", _golden_lines(facts.golden), width)
     if facts.chunks:
-        lines += _section("chunks", _chunk_lines(facts.chunks, facts.sweep is not None))
+        lines += _section("chunks", _chunk_lines(facts.chunks, facts.sweep is not None), width)
     if facts.sweep is not None and facts.sweep.spec is not None:
-        lines += _section("sweep", _sweep_lines(facts.sweep))
+        lines += _section("sweep", _sweep_lines(facts.sweep), width)
     if facts.store is not None:
-        lines += _section("tracking", [facts.store])
+        lines += _section("tracking", [facts.store], width)
     return "\n".join(lines)

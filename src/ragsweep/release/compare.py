@@ -22,8 +22,9 @@ from ragsweep.evaluate import CaseResult, RetrievedChunk, summarize
 from ragsweep.measures import HIT, Measure
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.store import LoggedRun, RunStore
-from ragsweep.report import markdown_table, metric_columns
+from ragsweep.report import markdown_table, markdown_tables, metric_columns
 from ragsweep.stats import PairedTest, paired_randomization_test
+from ragsweep.terminal import fit_markdown
 
 # What must match for two runs' per-case hits to mean the same thing: the same questions and
 # labels, the same documents, and the same relevance rule.
@@ -327,7 +328,7 @@ def render_markdown(comparison: Comparison) -> str:
     """The comparison as a Markdown document (printed, and logged as ``comparison.md``)."""
     c = comparison
     lines = [
-        f"# Comparison: candidate `{c.candidate.run_id}` vs baseline `{c.baseline.run_id}`",
+        "# Comparison: candidate vs baseline",
         "",
         f"- **baseline**: `{c.baseline.run_id}` ({c.baseline.name})",
         f"- **candidate**: `{c.candidate.run_id}` ({c.candidate.name})",
@@ -363,18 +364,20 @@ def render_markdown(comparison: Comparison) -> str:
             ],
         )
     )
-    return "\n".join(lines) + "\n"
+    return fit_markdown("\n".join(lines)) + "\n"
 
 
 def _by_type_table(c: Comparison) -> str:
+    """Metrics (rows) by question type (columns), the first row each type's n; split into
+    several tables when the types do not fit in :data:`MARKDOWN_WIDTH` columns."""
     types = list(c.by_type)
     metrics = list(c.overall)
-    header = ["metric", *(f"{t} (n={c.type_counts.get(t, 0)})" for t in types)]
+    counts = ["n", *(str(c.type_counts.get(t, 0)) for t in types)]
     rows = [
         [m, *(f"{c.by_type[t][m].delta:+.4f}" if m in c.by_type[t] else "n/a" for t in types)]
         for m in metrics
     ]
-    return markdown_table(header, rows)
+    return markdown_tables(["metric", *types], [counts, *rows])
 
 
 def _flip_sections(c: Comparison) -> list[str]:
@@ -387,11 +390,14 @@ def _flip_sections(c: Comparison) -> list[str]:
         if not flips:
             lines += ["none", ""]
             continue
-        rows = [
-            [f"`{f.case_id}`", f.type, _chunk(f.baseline_first), _chunk(f.candidate_first)]
-            for f in flips
-        ]
-        lines += [markdown_table(["case", "type", "baseline first", "candidate first"], rows), ""]
+        lines += ["First retrieved chunk of each run:", ""]
+        for f in flips:
+            lines += [
+                f"- `{f.case_id}` ({f.type})",
+                f"  - baseline: {_chunk(f.baseline_first)}",
+                f"  - candidate: {_chunk(f.candidate_first)}",
+            ]
+        lines.append("")
     return lines
 
 

@@ -28,6 +28,7 @@ from ragsweep.release.store import (
 from ragsweep.release.thresholds import PROMOTED_BASELINE, Thresholds
 from ragsweep.report import markdown_table
 from ragsweep.run_config import resolve
+from ragsweep.terminal import fit_markdown
 
 GATE_RUN_ENV = "RAGSWEEP_GATE_RUN"
 # Float noise allowed when comparing a value with a floor, a decline limit or a drop.
@@ -206,12 +207,14 @@ def render_outcome(outcome: GateOutcome, thresholds: Thresholds) -> str:
         for metric, floor in thresholds.floors.items()
     ]
     lines = [
-        f"# Gate on promoted run `{outcome.promoted.run_id}` "
-        f"(from `{outcome.promoted.tags.get(tag.PROMOTED_FROM, '?')}`)",
+        "# Gate on the promoted run",
+        "",
+        f"- **promoted run**: `{outcome.promoted.run_id}`",
+        f"- **promoted from**: `{outcome.promoted.tags.get(tag.PROMOTED_FROM, '?')}`",
         "",
         markdown_table(["metric", "holdout now", "floor", "status"], rows),
         "",
         f"**{'PASSED' if outcome.passed else 'FAILED'}**",
     ]
     lines += [f"- {v.message}" for v in outcome.violations]
-    return "\n".join(lines) + "\n"
+    return fit_markdown("\n".join(lines)) + "\n"

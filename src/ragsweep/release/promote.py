@@ -45,6 +45,7 @@ from ragsweep.release.store import (
 )
 from ragsweep.report import markdown_table, metric_columns
 from ragsweep.run_config import ResolvedConfig, RunConfig, config_hash, resolve
+from ragsweep.terminal import fit_markdown, say
 
 DEFAULT_MAX_USES = 5
 DEFAULT_WINDOW_DAYS = 30
@@ -217,7 +218,8 @@ def promote(
     digest = tuning.tag(tag.GOLDEN_DIGEST)
     previous = count_holdout_evaluations(store, digest, window_days, int(time.time() * 1000))
     usage = HoldoutUsage(digest, previous, window_days, max_uses)
-    console.print(f"[bold red]warning:[/] {usage.message()}" if usage.overused else usage.message())
+    warning = "warning: " if usage.overused else ""
+    say(console, warning + usage.message(), style="bold red" if usage.overused else "")
     result = run_evaluation(
         resolved,
         output_dir,
@@ -270,7 +272,7 @@ def render_report(
         "",
         markdown_table(["type", *header], by_type),
     ]
-    return "\n".join(lines) + "\n"
+    return fit_markdown("\n".join(lines)) + "\n"
 
 
 def _logged_types(run: LoggedRun) -> set[str]:

@@ -14,16 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from ragsweep.report import markdown_table
 from ragsweep.sweep.factors import describe
 from ragsweep.sweep.paired import INTERVAL_LEVEL, PairedDifference, Unpaired
 from ragsweep.sweep.result import AxisResult, SweepResult, Trial
+from ragsweep.terminal import command_lines, wrap
 
 COLUMNS = ("value", "mean", "Δ", f"{INTERVAL_LEVEL:.0%} interval", "p", "note")
 RIGHT = ("mean", "Δ", "p")
+FIGURES = ("mean", "Δ", f"{INTERVAL_LEVEL:.0%} interval", "p")
+"""Columns of figures: never wrapped or shortened."""
+REPRODUCE = "reproduce: ragsweep "
 CHOSEN = "✓"
 UNDISTINGUISHED = "✓*"
 
@@ -76,7 +80,7 @@ def table_rows(result: SweepResult) -> list[list[list[str]]]:
 
 
 def runner_up_text(axis_result: AxisResult, alpha: float) -> str:
-    """``; runner-up 800: Δ -0.030 [-0.071, +0.010], p = 0.250, not distinguishable at
+    """``runner-up 800: Δ -0.030 [-0.071, +0.010], p = 0.250, not distinguishable at
     alpha 0.05`` (empty without a runner-up)."""
     if axis_result.runner_up is None:
         return ""
@@ -84,10 +88,10 @@ def runner_up_text(axis_result: AxisResult, alpha: float) -> str:
     paired = trial.paired
     if not isinstance(paired, PairedDifference):
         reason = paired.reason if isinstance(paired, Unpaired) else "no paired values"
-        return f"; runner-up {trial.point.label}: no paired comparison ({reason})"
+        return f"runner-up {trial.point.label}: no paired comparison ({reason})"
     verdict = "distinguishable" if axis_result.distinguishable else "not distinguishable"
     return (
-        f"; runner-up {trial.point.label}: Δ {paired.delta:+.3f} "
+        f"runner-up {trial.point.label}: Δ {paired.delta:+.3f} "
         f"[{paired.interval.low:+.3f}, {paired.interval.high:+.3f}], "
         f"p = {p_text(paired.p_value)}, {verdict} at alpha {alpha:g}"
     )
@@ -95,11 +99,8 @@ def runner_up_text(axis_result: AxisResult, alpha: float) -> str:
 
 def _title(result: SweepResult) -> list[str]:
     spec = result.spec
-    counts = sorted({t.n for a in result.axes for t in a.trials if t.n is not None})
-    cases = ""
-    if counts:
-        span = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-        cases = f", mean over {span} answerable cases"
+    cases = _cases_text(result)
+    cases = f", {cases}" if cases else ""
     return [
         f"sweep {spec.name}: {spec.objective} ({spec.direction}){cases}",
         f"decision {spec.decision} (min_improvement {spec.min_improvement:g}, "
@@ -117,7 +118,7 @@ def _footer(result: SweepResult) -> list[str]:
             lines += [f"  {line}" for line in describe(axis_result.other_factors)]
     if result.final is not None:
         lines.append(f"final {result.spec.objective} = {result.final.objective:.4f}")
-        lines.append("reproduce: ragsweep " + " ".join(result.final.overrides))
+        lines.append(REPRODUCE + " ".join(result.final.overrides))
     else:
         lines.append("sweep did not complete: no final configuration")
     lines.append(
@@ -162,20 +163,34 @@ def _unpaired_lines(result: SweepResult) -> list[str]:
 
 
 def print_table(result: SweepResult, console: Console) -> None:
-    """The one-screen end-of-sweep table (module docstring), its title and footer lines."""
+    """The one-screen end-of-sweep table (module docstring), its title and footer lines,
+    wrapped to the console's width; figures are never cut (the value and note columns
+    wrap instead)."""
     for line in _title(result):
-        console.print(line, markup=False)
+        for text in wrap(line, console.width, "", "  "):
+            console.print(text, markup=False, soft_wrap=True)
     # One space of padding left of each column but the first, plus the box's blank column
     # rule: columns two spaces apart, so the demo sweep's table is 77 characters wide.
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), pad_edge=False, show_edge=False)
-    for name in COLUMNS:
-        table.add_column(name, justify="right" if name in RIGHT else "left")
-    for rows in table_rows(result):
+    sections = table_rows(result)
+    for index, name in enumerate(COLUMNS):
+        if name in FIGURES:
+            widest = max([len(name), *(len(row[index]) for rows in sections for row in rows)])
+            justify: JustifyMethod = "right" if name in RIGHT else "left"
+            table.add_column(name, justify=justify, no_wrap=True, min_width=widest)
+        else:
+            table.add_column(name, overflow="fold")
+    for rows in sections:
         for index, row in enumerate(rows):
             table.add_row(*row, end_section=index == len(rows) - 1)
     console.print(table)
     for line in _footer(result):
-        console.print(f"  {line}", markup=False)
+        if line.startswith(REPRODUCE):
+            texts = command_lines(line, console.width, "  ")
+        else:
+            texts = wrap(line, console.width, "  ", "    ")
+        for text in texts:
+            console.print(text, markup=False, soft_wrap=True)
 
 
 def summary_markdown(result: SweepResult) -> str:
@@ -199,7 +214,8 @@ def summary_markdown(result: SweepResult) -> str:
 
 def plot_objective_by_axis(result: SweepResult, path: Path) -> Path:
     """One panel per axis: the objective of each value (chosen value highlighted; values
-    without an objective marked ×), saved as PNG."""
+    without an objective marked ×), saved as PNG, titled with the sweep, the objective, the
+    split and the final config (:func:`plot_title`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -209,22 +225,48 @@ def plot_objective_by_axis(result: SweepResult, path: Path) -> Path:
     fig, panels = plt.subplots(
         1,
         len(widths),
-        figsize=(1.2 + 0.75 * sum(widths), 3.6),
+        figsize=(max(1.2 + 0.75 * sum(widths), 6.0), 4.2),
         dpi=100,
         sharey=True,
         squeeze=False,
         gridspec_kw={"width_ratios": widths},
     )
-    for panel, axis_result in zip(panels[0], result.axes, strict=False):
-        _bars(panel, axis_result)
-    panels[0][0].set_ylabel(result.spec.objective)
+    for number, (panel, axis_result) in enumerate(zip(panels[0], result.axes, strict=False), 1):
+        _bars(panel, axis_result, number)
+    panels[0][0].set_ylabel(f"{result.spec.objective} ({_cases_text(result) or 'mean'})")
+    fig.suptitle("\n".join(plot_title(result)), fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return path
 
 
-def _bars(panel: Any, axis_result: AxisResult) -> None:
+def plot_title(result: SweepResult) -> list[str]:
+    """``sweep chunking: recall_at_2000c by axis value, split tuning`` and ``final config
+    f4a9a291f890: recall_at_2000c = 0.7857 (orange: chosen value)``."""
+    spec, final = result.spec, result.final
+    split = final.config.get("eval", {}).get("split") if final is not None else None
+    first = f"sweep {spec.name}: {spec.objective} ({spec.direction}) by axis value"
+    first += f", split {split}" if split else ""
+    if final is None:
+        return [first, "sweep did not complete (orange: chosen value)"]
+    return [
+        first,
+        f"final config {final.config_hash[:12]}: {spec.objective} = {final.objective:.4f} "
+        "(orange: chosen value)",
+    ]
+
+
+def _cases_text(result: SweepResult) -> str:
+    """``mean over 189 answerable cases`` (a range when the trials differ; empty: no n)."""
+    counts = sorted({t.n for a in result.axes for t in a.trials if t.n is not None})
+    if not counts:
+        return ""
+    span = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f"mean over {span} answerable cases"
+
+
+def _bars(panel: Any, axis_result: AxisResult, number: int) -> None:
     trials: Sequence[Trial] = axis_result.trials
     positions = range(len(trials))
     heights = [t.objective or 0.0 for t in trials]
@@ -235,5 +277,6 @@ def _bars(panel: Any, axis_result: AxisResult) -> None:
         panel.annotate(text, (i, heights[i]), ha="center", va="bottom", fontsize=7)
     labels = ["\n".join(text for _, text in t.point.assignments) for t in trials]
     panel.set_xticks(list(positions), labels, fontsize=8)
-    panel.set_title(axis_result.axis.label, fontsize=9)
+    panel.set_title(f"{number}. {axis_result.axis.label}", fontsize=9)
+    panel.set_xlabel("value", fontsize=8)
     panel.grid(axis="y", alpha=0.3)
