@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -249,6 +249,79 @@ def compare(work: Path, n_chunks: int, rounds: int = 3) -> dict[str, Any]:
     return out
 
 
+def row_blocked_search(vectors: Any, query_vectors: Any, k: int) -> list[Any]:
+    """Dense search as it was before the cost curve: blocks of queries against every chunk,
+    ``SCORE_BLOCK_CELLS // n_chunks`` queries per block, so every few queries re-read all
+    vectors."""
+    from ragsweep.backends.dense import SCORE_BLOCK_CELLS
+    from ragsweep.index import top_k_rows
+
+    rows = max(1, SCORE_BLOCK_CELLS // max(1, len(vectors)))
+    picked: list[Any] = []
+    for begin in range(0, len(query_vectors), rows):
+        scores = query_vectors[begin : begin + rows] @ vectors.T
+        picked += top_k_rows(scores, k, float("-inf"))
+    return picked
+
+
+def compare_dense(n_chunks: int, n_queries: int = 500, rounds: int = 2) -> dict[str, Any]:
+    """Dense search of ``n_queries`` (batches of SEARCH_BATCH, as a run) over ``n_chunks``
+    random 256-d vectors: the query-blocked search it replaced against ragsweep's
+    DenseIndex; CPU and wall seconds, each side's best of ``rounds``; rankings compared."""
+    import numpy as np
+
+    from ragsweep.backends.dense import build_dense_index
+    from ragsweep.encoding import l2_normalize
+    from ragsweep.evaluate import SEARCH_BATCH
+    from ragsweep.index import IndexProvenance, Query
+    from scale_corpus import hashed_identity
+
+    rng = np.random.default_rng(0)
+    vectors = l2_normalize(rng.normal(size=(n_chunks, 256)))
+    query_vectors = l2_normalize(rng.normal(size=(n_queries, 256)))
+    identity = hashed_identity(256)
+
+    class Table:
+        def __init__(self) -> None:
+            self.identity = identity
+            self.rows = {f"q{i}": v for i, v in enumerate(query_vectors)}
+
+        def embed(self, texts: Sequence[str]) -> Any:
+            return np.stack([self.rows[t] for t in texts])
+
+    index = build_dense_index(
+        vectors, Table(), IndexProvenance(identity, {"steps": []}, "c", "h", n_chunks)
+    )
+    queries = [Query(f"q{i}") for i in range(n_queries)]
+
+    def before() -> list[list[int]]:
+        return [
+            p.tolist()
+            for b in range(0, n_queries, SEARCH_BATCH)
+            for p in row_blocked_search(vectors, query_vectors[b : b + SEARCH_BATCH], 10)
+        ]
+
+    def after() -> list[list[int]]:
+        return [
+            r.indices.tolist()
+            for b in range(0, n_queries, SEARCH_BATCH)
+            for r in index.search(queries[b : b + SEARCH_BATCH], 10, {"steps": []})
+        ]
+
+    out: dict[str, Any] = {"n_chunks": n_chunks, "load_average": load_average()}
+    same = True
+    for side, run in (("before", before), ("after", after)) * rounds:
+        started, cpu = time.perf_counter(), time.process_time()
+        result = run()
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        out.setdefault(side, result)
+        same = same and result == out[side]
+        out[f"{side}_wall"] = round(min(out.get(f"{side}_wall", wall), wall), 3)
+        out[f"{side}_cpu"] = round(min(out.get(f"{side}_cpu", cpu), cpu), 3)
+    out["same_rankings"] = out.pop("before") == out.pop("after")
+    return out
+
+
 def len_chunks(run_dir: Path) -> int:
     report = (run_dir / "report.md").read_text(encoding="utf-8")
     for line in report.splitlines():
@@ -397,6 +470,7 @@ def main() -> None:
             "measure": lambda: measure(Path(work), int(rest[0]), rest[1], rest[2]),
             "profile": lambda: profile(Path(work), int(rest[0]), rest[1], rest[2]),
             "compare": lambda: compare(Path(work), int(rest[0])),
+            "compare_dense": lambda: compare_dense(int(rest[0])),
         }
         print(json.dumps(steps[kind]()))
         return
@@ -404,6 +478,10 @@ def main() -> None:
         work = options.work or Path(temporary)
         work.mkdir(parents=True, exist_ok=True)
         if options.what == "compare":
+            if options.backend == ["hashed_bow"]:
+                for n in options.sizes or [options.size]:
+                    print(json.dumps(in_subprocess("compare_dense", str(work), str(n))))
+                return
             for n in options.sizes or [options.size]:
                 in_subprocess("generate", str(work), str(n))
                 print(json.dumps(in_subprocess("compare", str(work), str(n))), flush=True)

@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from ragsweep.appconfig import plain_config
+from ragsweep.backends.dense import build_dense_index
 from ragsweep.cache import StageCache
 from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
 from ragsweep.corpus import load_corpus
+from ragsweep.encoding import ModelIdentity
 from ragsweep.evaluate import (
     RetrievedChunk,
     _answerable_metrics,
@@ -24,12 +26,13 @@ from ragsweep.evaluate import (
     score_cases,
 )
 from ragsweep.golden import GoldenCase, load_golden
-from ragsweep.index import Ranked, scope_masker
+from ragsweep.index import IndexProvenance, Query, Ranked, scope_masker, top_k_rows
 from ragsweep.pipeline import Timer, build_index, select_cases
 from ragsweep.run_config import resolve
 from ragsweep.tokenize import _CJK_RUN, _TOKEN, TokenizerConfig, _ngrams, tokenize
 from tests.conftest import ComposeFn
 
+RAW = {"steps": []}
 ALPHABET = "abcXYZ éøßДж_09 -.,!?\n\t" + "サーバ接続漢字한국ｶﾞ"
 
 
@@ -112,3 +115,55 @@ def test_scope_masks_by_document_code_equal_masks_by_document_id() -> None:
         assert got is not None and got.dtype == bool
         assert np.array_equal(got, expected), scope
     assert mask(list(reversed(scopes[0]))) is mask(scopes[0])  # memoized by the set of docs
+
+
+class TableEmbedder:
+    """Query vectors looked up by query text (a real embedder would compute them)."""
+
+    def __init__(self, identity: ModelIdentity, table: dict[str, np.ndarray]) -> None:
+        self.identity = identity
+        self.table = table
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.table[t] for t in texts])
+
+
+def reference_dense_search(
+    vectors: np.ndarray, query_vectors: np.ndarray, allowed: list[np.ndarray | None], k: int
+) -> list[tuple[list[int], list[float]]]:
+    """Every score of every query in one product, one selection per row."""
+    scores = query_vectors @ vectors.T
+    for row, mask in enumerate(allowed):
+        if mask is not None:
+            scores[row, ~mask] = -np.inf
+    return [
+        (picked.tolist(), scores[row, picked].tolist())
+        for row, picked in enumerate(top_k_rows(scores, k, -np.inf))
+    ]
+
+
+@pytest.mark.parametrize("cells", [4_000_000, 700, 64, 1])
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_dense_search_by_chunk_blocks_equals_one_selection_over_every_chunk(
+    monkeypatch: pytest.MonkeyPatch, cells: int, k: int
+) -> None:
+    # Small integer vectors: every dot product is exact in float32 whatever the blocking,
+    # and many scores tie, so the tie order (by chunk index) is checked across blocks.
+    rng = np.random.default_rng(5)
+    n_chunks, dim = 300, 4
+    vectors = rng.integers(-2, 3, size=(n_chunks, dim)).astype(np.float32)
+    identity = ModelIdentity("toy", "toy", "1", dim, True)
+    texts = [f"q{i}" for i in range(23)]
+    table = {t: rng.integers(-2, 3, size=dim).astype(np.float32) for t in texts}
+    allowed = [None if i % 3 else rng.random(n_chunks) < 0.3 for i in range(len(texts))]
+    allowed[4] = np.zeros(n_chunks, dtype=bool)  # a scope with no chunk at all
+    monkeypatch.setattr("ragsweep.backends.dense.SCORE_BLOCK_CELLS", cells)
+    index = build_dense_index(
+        vectors,
+        TableEmbedder(identity, table),
+        IndexProvenance(identity, {"steps": []}, "c", "h", n_chunks),
+    )
+    ranked = index.search([Query(t, a) for t, a in zip(texts, allowed, strict=True)], k, RAW)
+    expected = reference_dense_search(vectors, np.stack([table[t] for t in texts]), allowed, k)
+    assert [(r.indices.tolist(), r.scores.tolist()) for r in ranked] == expected
+    assert ranked[4].indices.size == 0 and all(r.indices.size for r in ranked[5:7])
