@@ -13,6 +13,7 @@ Nothing here is written into the repository: the files go to the directory given
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import zlib
@@ -75,6 +76,7 @@ class CorpusSpec:
         return self.chunk_size * self.chunks_per_doc
 
 
+@functools.cache
 def vocabulary(size: int, seed: int) -> np.ndarray:
     """``size`` distinct pseudo-words of one to four syllables, as an object array."""
     rng = np.random.default_rng(seed)
@@ -96,11 +98,26 @@ def zipf_probabilities(size: int, exponent: float = 1.05) -> np.ndarray:
     return weights / weights.sum()
 
 
+_CUMULATIVE: dict[int, np.ndarray] = {}
+
+
+def _cumulative(p: np.ndarray) -> np.ndarray:
+    """The CDF of ``p``, computed once per probability array."""
+    key = id(p)
+    if key not in _CUMULATIVE:
+        _CUMULATIVE.clear()
+        _CUMULATIVE[key] = np.cumsum(p)
+    return _CUMULATIVE[key]
+
+
 def document_text(spec: CorpusSpec, index: int, words: np.ndarray, p: np.ndarray) -> str:
     """Document ``index``: sentences of 6-15 words, cut at the last word within
     ``spec.doc_chars`` characters."""
     rng = np.random.default_rng([spec.seed, index])
-    picked = words[rng.choice(len(words), size=spec.doc_chars // 4, p=p)]
+    # inverse CDF: rng.choice(..., p=p) would rebuild the CDF of the vocabulary per call
+    cumulative = _cumulative(p)
+    drawn = np.searchsorted(cumulative, rng.random(spec.doc_chars // 4), side="right")
+    picked = words[np.minimum(drawn, len(words) - 1)]
     sentence_ends = set(np.cumsum(rng.integers(6, 16, size=len(picked))).tolist())
     parts: list[str] = []
     length = 0
