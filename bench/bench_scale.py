@@ -435,7 +435,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        stages = [f"{r['stages'].get(s, 0):.2f}" for s in STAGES]
+        stages = [f"{r['stages'][s]:.2f}" if s in r["stages"] else "–" for s in STAGES]
         cells = [
             r["backend"],
             f"{r['n_chunks']:,}",
@@ -452,9 +452,41 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def exponent_table(exps: list[dict[str, Any]], prefix: str = "cpu_") -> str:
+    """Markdown: the fitted ``b`` per stage between consecutive sizes (CPU seconds by
+    default; ``prefix=""`` for wall seconds), blank where a stage took under 0.02 s."""
+    names = [s for s in STAGES if s != "log_seconds" or not prefix]
+    header = ["backend", "mode", "sizes", *(n.removesuffix("_seconds") for n in names)]
+    header += ["whole run", "peak RSS"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for e in exps:
+        cells = [e["backend"], e["mode"], f"{e['from'] // 1000}k→{e['to'] // 1000}k"]
+        cells += [_cell(e.get(prefix + n)) for n in names]
+        cells += [_cell(e["cpu" if prefix else "wall"]), _cell(e["peak_rss"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _cell(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
+def render(stamp: str | None) -> None:
+    """Print the tables of a stored curve (the latest, or the one started at ``stamp``)."""
+    stored = json.loads(RESULTS.read_text())
+    results = stored[stamp or sorted(stored)[-1]]
+    rows = results["rows"]
+    print(table(rows), "\n")
+    cpu_rows = [{**r, "stages": r["cpu_stages"], "wall_seconds": r["cpu_seconds"]} for r in rows]
+    print("CPU seconds\n" + table(cpu_rows), "\n")
+    exps = exponents(rows)
+    print(exponent_table(exps), "\n")
+    print(exponent_table(exps, prefix=""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["curve", "profile", "compare", "_step"])
+    parser.add_argument("what", choices=["curve", "profile", "compare", "render", "_step"])
     parser.add_argument("args", nargs="*")
     parser.add_argument("--backend", action="append", choices=sorted(SIZES))
     parser.add_argument("--sizes", type=int, nargs="*")
@@ -473,6 +505,9 @@ def main() -> None:
             "compare_dense": lambda: compare_dense(int(rest[0])),
         }
         print(json.dumps(steps[kind]()))
+        return
+    if options.what == "render":
+        render(options.args[0] if options.args else None)
         return
     with tempfile.TemporaryDirectory() as temporary:
         work = options.work or Path(temporary)

@@ -60,7 +60,9 @@ from ragsweep.tracking_store import prepare_store
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a run produced. ``objective`` is ``summary.overall[eval.objective]``."""
+    """What a run produced. ``objective`` is ``summary.overall[eval.objective]``;
+    ``timings`` holds the wall seconds of each stage (the logged ``*_seconds`` metrics) and,
+    when the run was logged, ``log_seconds``: the time logging it took."""
 
     config_hash: str
     summary: Summary
