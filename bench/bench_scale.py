@@ -420,36 +420,40 @@ def _exponent(a: float | None, b: float | None, log_ratio: float) -> float | Non
     return round(math.log(b / a) / log_ratio, 2)
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    header = [
-        "backend",
-        "chunks",
-        "mode",
-        *(s.removesuffix("_seconds") for s in STAGES),
-        "wall s",
-        "ms/case",
-        "peak RSS MB",
-        "recall@5",
-        "artifacts KB",
-        "load",
-    ]
+def table(rows: list[dict[str, Any]], cpu: bool = False) -> str:
+    """Markdown, one row per run: seconds per stage (CPU seconds with ``cpu``, where the
+    logging time is not measured), the whole run, per case, peak RSS, recall@5, load."""
+    names = [s for s in STAGES if not (cpu and s == "log_seconds")]
+    whole = "CPU s" if cpu else "wall s"
+    header = ["backend", "chunks", "mode", *(s.removesuffix("_seconds") for s in names), whole]
+    header += ["ms/case (wall)", "peak RSS MB", "recall@5", "load avg"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        stages = [f"{r['stages'][s]:.2f}" if s in r["stages"] else "–" for s in STAGES]
-        cells = [
-            r["backend"],
-            f"{r['n_chunks']:,}",
-            r["mode"],
-            *stages,
-            f"{r['wall_seconds']:.1f}",
-            f"{r['ms_per_case']:.1f}",
-            f"{r['peak_rss_mb']:.0f}",
-            f"{r['recall_at_5']:.3f}",
-            f"{sum(r['artifact_bytes'].values()) / 1024:,.0f}",
-            r["load_average"],
-        ]
+        stages = r["cpu_stages"] if cpu else r["stages"]
+        cells = [r["backend"], f"{r['n_chunks']:,}", r["mode"]]
+        cells += [f"{stages[s]:.2f}" if s in stages else "–" for s in names]
+        cells += [f"{r['cpu_seconds' if cpu else 'wall_seconds']:.1f}", f"{r['ms_per_case']:.1f}"]
+        cells += [f"{r['peak_rss_mb']:.0f}", f"{r['recall_at_5']:.3f}", r["load_average"]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def artifact_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown rows: bytes of each run directory's files, warm BM25 runs."""
+    lines = []
+    for r in rows:
+        if r["backend"] != "bm25" or r["mode"] != "warm":
+            continue
+        sizes = r["artifact_bytes"]
+        rest = sum(v for k, v in sizes.items() if k not in ("chunks.jsonl", "cases.jsonl"))
+        cells = [f"{r['n_chunks']:,}", _mb(sizes["chunks.jsonl"]), _mb(sizes["cases.jsonl"])]
+        cells += [f"{rest / 1e3:.0f} KB", _mb(sum(sizes.values()))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.2f} MB"
 
 
 def exponent_table(exps: list[dict[str, Any]], prefix: str = "cpu_") -> str:
@@ -476,12 +480,12 @@ def render(stamp: str | None) -> None:
     stored = json.loads(RESULTS.read_text())
     results = stored[stamp or sorted(stored)[-1]]
     rows = results["rows"]
-    print(table(rows), "\n")
-    cpu_rows = [{**r, "stages": r["cpu_stages"], "wall_seconds": r["cpu_seconds"]} for r in rows]
-    print("CPU seconds\n" + table(cpu_rows), "\n")
+    print("CPU seconds\n" + table(rows, cpu=True), "\n")
+    print("Wall seconds\n" + table(rows), "\n")
     exps = exponents(rows)
-    print(exponent_table(exps), "\n")
-    print(exponent_table(exps, prefix=""))
+    print("Exponents, CPU\n" + exponent_table(exps), "\n")
+    print("Exponents, wall\n" + exponent_table(exps, prefix=""), "\n")
+    print("Artifacts\n" + artifact_table(rows))
 
 
 def main() -> None:
