@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any, NamedTuple
 
@@ -147,9 +147,11 @@ def score_cases(
     and holds indices into ``chunks``."""
     if len(ranked) != len(cases):
         raise ValueError(f"{len(ranked)} rankings for {len(cases)} cases")
-    table = [(c.doc, c.start, c.end) for c in chunks]
+    used, ranked = _retrieved_only(ranked)
+    picked = [chunks[i] for i in used.tolist()]
+    table = [(c.doc, c.start, c.end) for c in picked]
     metrics = _answerable_metrics(cases, ranked, table, cfg)
-    retrieved = _retrieved(ranked, [c.id for c in chunks], table)
+    retrieved = _retrieved(ranked, [c.id for c in picked], table)
     return tuple(
         CaseResult(
             id=case.id,
@@ -162,6 +164,15 @@ def score_cases(
         )
         for i, (case, ranking) in enumerate(zip(cases, ranked, strict=True))
     )
+
+
+def _retrieved_only(ranked: Sequence[Ranked]) -> tuple[np.ndarray, list[Ranked]]:
+    """The sorted distinct chunk indices of all rankings, and the rankings with their
+    indices into that array. Scoring then touches only the chunks some case retrieved, so
+    its cost follows the number of cases, not the size of the index."""
+    used = np.unique(np.concatenate([r.indices for r in ranked] or [np.empty(0, np.int64)]))
+    local = [replace(r, indices=np.searchsorted(used, r.indices)) for r in ranked]
+    return used.astype(np.int64), local
 
 
 def _retrieved(

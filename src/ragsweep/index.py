@@ -149,7 +149,14 @@ ScopeMask = Callable[[Sequence[str] | None], np.ndarray | None]
 
 def scope_masker(chunk_docs: Sequence[str]) -> ScopeMask:
     """A function from a case's scope (doc ids) to a boolean chunk mask, memoized."""
-    docs = np.asarray(chunk_docs, dtype=object)
+    # Chunks compared by integer document code: np.isin over an object array of ids
+    # compares Python strings, ~50x slower, and a golden set can have a scope per case.
+    codes: dict[str, int] = {}
+    chunk_codes = np.fromiter(
+        (codes.setdefault(doc, len(codes)) for doc in chunk_docs),
+        dtype=np.int64,
+        count=len(chunk_docs),
+    )
     memo: dict[tuple[str, ...], np.ndarray] = {}
 
     def mask(scope: Sequence[str] | None) -> np.ndarray | None:
@@ -157,7 +164,8 @@ def scope_masker(chunk_docs: Sequence[str]) -> ScopeMask:
             return None
         key = tuple(sorted(scope))
         if key not in memo:
-            memo[key] = np.isin(docs, list(key))
+            wanted = [codes[doc] for doc in key if doc in codes]
+            memo[key] = np.isin(chunk_codes, np.asarray(wanted, dtype=np.int64))
         return memo[key]
 
     return mask

@@ -61,7 +61,9 @@ from ragsweep.tracking_store import prepare_store
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a run produced. ``objective`` is ``summary.overall[eval.objective]``."""
+    """What a run produced. ``objective`` is ``summary.overall[eval.objective]``;
+    ``timings`` holds the wall seconds of each stage (the logged ``*_seconds`` metrics) and,
+    when the run was logged, ``log_seconds``: the time logging it took."""
 
     config_hash: str
     summary: Summary
@@ -226,13 +228,15 @@ def run_stages(resolved: ResolvedConfig) -> StageOutcome:
     cfg = resolved.cfg
     timer = Timer()
     judge = prepare_judge(cfg.judge)  # None: judge=off; checks the server before any work
-    corpus = load_corpus(cfg.corpus)
-    golden = load_golden(cfg.golden, corpus)
+    with timer.stage("load_seconds"):
+        corpus = load_corpus(cfg.corpus)
+        golden = load_golden(cfg.golden, corpus)
     cases = select_cases(golden, cfg.eval.split)
     if judge is not None:
         judge.check_cases(cases)  # fixed answers cover every case, before any work
     if cfg.tracking.enabled:  # inputs are valid: the store must answer before any work
-        prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
+        with timer.stage("store_seconds"):
+            prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
 
     cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
     built = build_index(resolved, corpus, cache, timer)
@@ -264,7 +268,7 @@ def run_evaluation(
     done = run_stages(resolved)
     cache_metrics = done.cache.stats.as_metrics()  # every stage has run by now
     facts = run_facts(resolved, len(done.built.chunks))
-    with gc_paused(), run_dir_errors(output_dir):
+    with done.timer.stage("artifacts_seconds"), gc_paused(), run_dir_errors(output_dir):
         write_artifacts(
             output_dir,
             cfg.source,
@@ -276,10 +280,13 @@ def run_evaluation(
             done.judged,
         )
     run_id = None
+    timings = dict(done.timer.seconds)  # what the record logs; logging's own time is added
     if cfg.tracking.enabled:
+        started = time.perf_counter()
         run_id = log_run(
             cfg.tracking, _record(resolved, done, cache_metrics, extra_tags, output_dir, origin)
         )
+        timings["log_seconds"] = time.perf_counter() - started
     cache = done.cache
     cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
     facts = {**facts, "cache": cache_line, "run": run_id or "not logged"}
@@ -293,7 +300,7 @@ def run_evaluation(
         objective=done.summary.overall[resolved.objective.name],
         output_dir=output_dir,
         run_id=run_id,
-        timings=dict(done.timer.seconds),
+        timings=timings,
         cache_metrics=cache_metrics,
         cache_root=cache.root,
     )

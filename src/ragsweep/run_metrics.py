@@ -53,9 +53,12 @@ COUNTS: dict[str, str] = {
     "n_chunks": "chunks in the index",
 }
 TIMINGS: dict[str, str] = {
+    "load_seconds": "seconds to read the corpus and the golden set",
+    "store_seconds": "seconds to check and open the tracking store before any work",
     "chunk_seconds": "wall-clock seconds to chunk the corpus (or load the chunks from the cache)",
     "embed_seconds": "seconds to build the indexed texts and the index, chunk embedding included",
     "eval_seconds": "seconds to embed the queries, search and score",
+    "artifacts_seconds": "seconds to write the run directory",
     "judge_seconds": "seconds of the judge stage (only with a judge)",
     "latency_ms_p50": "median per-query search time in milliseconds",
     "latency_ms_p95": "95th percentile per-query search time in milliseconds",

@@ -40,6 +40,10 @@ def tokenize(text: str, cfg: TokenizerConfig) -> list[str]:
     """Split ``text`` into BM25 tokens."""
     if cfg.lowercase:
         text = text.lower()
+    if not _CJK_RUN.search(text):
+        # No CJK run: every match is a word token. One findall is ~3x faster than the loop
+        # below, and BM25 indexing tokenizes every chunk of the corpus.
+        return _TOKEN.findall(text)
     tokens: list[str] = []
     for match in _TOKEN.finditer(text):
         token = match.group(0)

@@ -46,11 +46,13 @@ class DenseIndex:
     """Exact cosine search: vectors are L2-normalized, so the dot product is the cosine.
 
     Query embedding happens once for all queries before the timed search. The queries of
-    one ``search`` call are scored with one matrix product per block (at most
-    ``SCORE_BLOCK_CELLS`` scores) and selected together, so ``Ranked.seconds`` is the
-    block's scoring and top-k selection time divided by its number of queries: an
-    amortized per-query time (:func:`ragsweep.evaluate.retrieve` passes batches of
-    ``SEARCH_BATCH`` queries).
+    one ``search`` call are scored together against one block of chunks at a time (at most
+    ``SCORE_BLOCK_CELLS`` scores), each block's top k kept and the blocks' candidates merged,
+    so the vectors are read once per call however large the index (blocking by queries
+    instead would read them once per handful of queries: a cost growing with the square of
+    the index). ``Ranked.seconds`` is the call's scoring and selection time divided by its
+    number of queries: an amortized per-query time (:func:`ragsweep.evaluate.retrieve`
+    passes batches of ``SEARCH_BATCH`` queries).
     """
 
     provenance: IndexProvenance
@@ -69,19 +71,35 @@ class DenseIndex:
         # np.asarray: a plain view of a memory-mapped index, without np.memmap's per-call
         # subclass overhead.
         vectors = np.asarray(self.vectors)
-        rows = max(1, SCORE_BLOCK_CELLS // max(1, len(vectors)))
-        results: list[Ranked] = []
-        for begin in range(0, len(queries), rows):
-            block = queries[begin : begin + rows]
-            started = time.perf_counter()
-            scores = query_vectors[begin : begin + rows] @ vectors.T
-            for row, query in enumerate(block):
+        started = time.perf_counter()
+        width = max(1, SCORE_BLOCK_CELLS // max(1, len(queries)))
+        found: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in queries]
+        for begin in range(0, len(vectors), width):
+            scores = query_vectors @ vectors[begin : begin + width].T
+            for row, query in enumerate(queries):
                 if query.allowed is not None:
-                    scores[row, ~query.allowed] = -np.inf
-            picked = top_k_rows(scores, top_k, -np.inf)
-            each = (time.perf_counter() - started) / len(block)
-            results += [Ranked(i, scores[row, i], each) for row, i in enumerate(picked)]
-        return results
+                    scores[row, ~query.allowed[begin : begin + width]] = -np.inf
+            for row, picked in enumerate(top_k_rows(scores, top_k, -np.inf)):
+                found[row].append((picked + begin, scores[row, picked]))
+        best = [_merged_top_k(parts, top_k) for parts in found]
+        each = (time.perf_counter() - started) / max(1, len(queries))
+        return [Ranked(indices, scores, each) for indices, scores in best]
+
+
+def _merged_top_k(
+    parts: list[tuple[np.ndarray, np.ndarray]], k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The k best of the blocks' candidates (each block's exact top k, see
+    :func:`~ragsweep.index.top_k_rows`): highest score first, ties by chunk index, as
+    one selection over every chunk gives."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+    indices = np.concatenate([p[0] for p in parts])
+    scores = np.concatenate([p[1] for p in parts])
+    order = np.lexsort((indices, -scores))[:k]
+    return indices[order], scores[order]
 
 
 def build_dense_index(
