@@ -135,6 +135,9 @@ JUDGE_MODEL_TAGS = ModelTags(
 # --- MLflow's own ---------------------------------------------------------------------
 PARENT_RUN_ID = "mlflow.parentRunId"
 """MLflow's nesting tag: the parent run of a sweep child."""
+LOGGED_ARTIFACTS = "mlflow.loggedArtifacts"
+"""MLflow's list of a run's table artifacts (JSON ``[{"path": ..., "type": "table"}]``), which
+its UI shows as tables; ``MlflowClient.log_table`` sets it."""
 
 IDENTITY = (GOLDEN_DIGEST, SPLIT, CORPUS_HASH, MIN_SPAN_OVERLAP)
 """Tags two runs must share for their per-case results to be comparable."""
