@@ -27,7 +27,7 @@ TABLE_TYPE = "table"
 """``type`` of a table in MLflow's ``mlflow.loggedArtifacts`` run tag."""
 EVIDENCE_CHARS = 200
 """Characters of each evidence span's text kept (longer spans end in ``…``)."""
-EXCERPT_CHARS = 160
+EXCERPT_CHARS = 100
 """Characters of the top chunk's text kept (longer texts end in ``…``)."""
 ELLIPSIS = "…"
 SEPARATOR = "; "

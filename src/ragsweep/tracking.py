@@ -28,6 +28,7 @@ from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.errors import RagsweepError
 from ragsweep.tracking_store import (
     TrackingStoreError,
+    is_local,
     open_client,
     prepare_store,
     reason,
@@ -201,7 +202,8 @@ def _write_run(cfg: TrackingConfig, record: RunRecord) -> str:
     run = client.create_run(experiment_id, tags=tags, run_name=record.run_name)
     run_id = str(run.info.run_id)
     try:
-        for params, metrics in packed_batches(record, int(run.info.start_time)):
+        size = MAX_BATCH_ENTITIES if is_local(client.tracking_uri) else BATCH
+        for params, metrics in packed_batches(record, int(run.info.start_time), size):
             client.log_batch(run_id, params=params, metrics=metrics)
         if record.dataset is not None:
             _log_dataset(client, run_id, record.dataset)
@@ -233,18 +235,22 @@ def _finish(client: Any, run_id: str, status: str) -> None:
     client.set_terminated(run_id, status=status)
 
 
-def packed_batches(record: RunRecord, timestamp_ms: int) -> Iterator[tuple[list[Any], list[Any]]]:
-    """The record's params and metrics as ``(params, metrics)`` for as few ``log_batch``
-    calls as MLflow allows (at most ``BATCH`` params and ``MAX_BATCH_ENTITIES`` entities per
-    call); every metric at step 0 and ``timestamp_ms``. Each call costs a transaction, so
-    one call instead of one per hundred metrics saves most of the logging time."""
+def packed_batches(
+    record: RunRecord, timestamp_ms: int, size: int = MAX_BATCH_ENTITIES
+) -> Iterator[tuple[list[Any], list[Any]]]:
+    """The record's params and metrics as ``(params, metrics)`` for ``log_batch`` calls of
+    at most ``size`` entities (MLflow allows ``MAX_BATCH_ENTITIES``, of them at most
+    ``BATCH`` params); every metric at step 0 and ``timestamp_ms``. Each call to a local
+    store costs a transaction, so one call instead of one per hundred metrics saves most of
+    the logging time; to a server, each call is a request that must finish within
+    ``tracking.timeout``, so calls stay small there."""
     from mlflow.entities import Metric, Param
 
     params = [Param(k, v) for k, v in sorted(record.params.items())]
     metrics = [Metric(k, float(v), timestamp_ms, 0) for k, v in sorted(record.metrics.items())]
     while params or metrics:
         some_params, params = params[:BATCH], params[BATCH:]
-        room = MAX_BATCH_ENTITIES - len(some_params)
+        room = size - len(some_params)
         some_metrics, metrics = metrics[:room], metrics[room:]
         yield some_params, some_metrics
 

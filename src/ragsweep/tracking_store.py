@@ -270,6 +270,12 @@ def kind_of(uri: str) -> StoreKind:
     return STORE_KINDS.get(urlparse(uri).scheme, REMOTE)
 
 
+def is_local(uri: str) -> bool:
+    """Whether ``uri`` is a store on this machine (SQLite, a file store): no request
+    timeout applies to writing it."""
+    return kind_of(uri).lock_file(uri, "store") is not None
+
+
 def lock_file(uri: str, purpose: str) -> Path | None:
     """The lock file of a local store for ``purpose`` (``store``, ``sweeps``), or None."""
     return kind_of(uri).lock_file(uri, purpose)
@@ -342,7 +348,7 @@ def _ready(uri: str) -> ReadyStore | None:
 
 
 def _mark_ready(uri: str, kind: StoreKind) -> ReadyStore:
-    if kind.lock_file(uri, "store") is None:  # a server or remote database: no memo
+    if not is_local(uri):  # a server or remote database: checked each time
         return ReadyStore(uri, None, {})
     return _READY.setdefault(uri, ReadyStore(uri, sqlite_path(uri), {}))
 
