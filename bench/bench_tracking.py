@@ -40,7 +40,7 @@ def ragsweep(work: Path, *args: str) -> float:
     """Wall seconds of one ``ragsweep`` process writing under ``work``."""
     started = time.perf_counter()
     done = subprocess.run(
-        [str(RAGSWEEP), f"paths.output_dir={work / 'outputs'}", *args],
+        [str(RAGSWEEP), *args, f"paths.output_dir={work / 'outputs'}"],
         cwd=work,
         capture_output=True,
         text=True,
@@ -145,16 +145,21 @@ def main() -> None:
     parser.add_argument(
         "what", nargs="?", default="all", choices=["all", "single", "sweep", "artifacts"]
     )
-    what = parser.parse_args().what
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per side")
+    options = parser.parse_args()
+    what = options.what
+    global REPEATS
+    REPEATS = options.repeats
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    if what in ("all", "single"):
-        results["single"] = measure_single()
-    if what in ("all", "sweep"):
-        results["sweep"] = measure_sweep(results.get("single", {}).get("added"))
-    if what in ("all", "artifacts"):
-        results["artifacts"] = measure_artifacts()
+    steps = {
+        "artifacts": measure_artifacts,
+        "single": measure_single,
+        "sweep": lambda: measure_sweep(results.get("single", {}).get("added")),
+    }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2))
+    for name in steps if what == "all" else [what]:
+        results[name] = steps[name]()
+        RESULTS.write_text(json.dumps(results, indent=2))  # each step kept as it ends
     print(json.dumps(results, indent=2))
     print(table(results))
     print(f"written to {RESULTS}")
