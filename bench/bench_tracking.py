@@ -141,6 +141,7 @@ def table(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    global REPEATS  # --repeats sets it for this process
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "what", nargs="?", default="all", choices=["all", "single", "sweep", "artifacts"]
@@ -148,7 +149,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per side")
     options = parser.parse_args()
     what = options.what
-    global REPEATS
     REPEATS = options.repeats
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     steps = {
