@@ -1,11 +1,16 @@
-"""A run directory's files: ``config.yaml``, ``cases.jsonl``, ``chunks.jsonl``,
-``report.md`` and the metrics plot. The run directory holds everything MLflow gets, so a
-run is inspectable without MLflow (docs/tracking.md lists the files)."""
+"""A run directory's files: ``config.yaml``, ``cases.jsonl``, ``cases_table.json``,
+``chunks.jsonl``, ``report.md`` and the metrics plot. The run directory holds everything
+MLflow gets, so a run is inspectable without MLflow (docs/tracking.md lists the files).
+
+Their size is bounded by the number of cases, not by the corpus: ``chunks.jsonl`` lists
+only the chunks some case retrieved, at most cases × ``retrieval.top_k`` rows, and texts in
+the per-case files are cut to a fixed length (:mod:`ragsweep.case_table`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,19 +18,36 @@ import yaml
 
 from ragsweep import measures
 from ragsweep.atomic import atomic_writer, write_text_atomic
+from ragsweep.case_table import TABLE_FILE, TableLayout, case_fields, case_table
 from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
-from ragsweep.evaluate import CaseResult, Summary
+from ragsweep.corpus import Corpus
+from ragsweep.evaluate import CASES_FILE, CaseResult, Summary
+from ragsweep.golden import GoldenCase
 from ragsweep.hashing import sha256_text
 from ragsweep.judge import JudgeOutcome
 from ragsweep.report import plot_at_k, render_report
+
+CHUNKS_FILE = "chunks.jsonl"
+"""The chunks some case retrieved, with their text (one :func:`chunk_row` per line)."""
+
+
+@dataclass(frozen=True)
+class RunCases:
+    """What the per-case files are made of: the golden ``cases`` of the evaluated split
+    and their ``results`` (``results[i]`` is ``cases[i]``'s), the run's ``chunks`` (index
+    order) and the ``corpus`` the evidence text comes from."""
+
+    cases: Sequence[GoldenCase]
+    results: Sequence[CaseResult]
+    chunks: Sequence[Chunk]
+    corpus: Corpus
 
 
 def write_artifacts(
     output_dir: Path,
     resolved_config: Mapping[str, Any],
-    results: Sequence[CaseResult],
-    chunks: Sequence[Chunk],
+    run: RunCases,
     summary: Summary,
     eval_cfg: EvalConfig,
     facts: Mapping[str, object],
@@ -41,11 +63,7 @@ def write_artifacts(
         output_dir / "config.yaml",
         yaml.safe_dump(dict(resolved_config), sort_keys=False, allow_unicode=True),
     )
-    extras = judged.case_fields() if judged else {}
-    write_jsonl(
-        output_dir / "cases.jsonl", ({**r.to_json(), **extras.get(r.id, {})} for r in results)
-    )
-    write_jsonl(output_dir / "chunks.jsonl", (manifest_row(c) for c in chunks))
+    write_case_files(output_dir, run, eval_cfg, judged.case_fields() if judged else {})
     report = render_report(summary, eval_cfg, "ragsweep evaluation report", facts)
     if judged:
         report += "\n" + judged.report_section()
@@ -58,8 +76,47 @@ def write_artifacts(
         plot_at_k(summary, eval_cfg.ks, output_dir / "metrics_at_k.svg", facts)
 
 
-def manifest_row(chunk: Chunk) -> dict[str, Any]:
-    """A ``chunks.jsonl`` row: the chunk's id, source span, text digest and heading path."""
+def write_case_files(
+    output_dir: Path,
+    run: RunCases,
+    eval_cfg: EvalConfig,
+    extras: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """``cases.jsonl`` (each result with its :func:`~ragsweep.case_table.case_fields` and
+    ``extras[case id]``), ``cases_table.json`` (the same cases as an MLflow table) and
+    ``chunks.jsonl`` (the retrieved chunks)."""
+    retrieved = retrieved_chunks(run.chunks, run.results)
+    texts = {c.id: c.text for c in retrieved}
+    fields = [
+        case_fields(case, result, run.corpus, _top_text(result, texts))
+        for case, result in zip(run.cases, run.results, strict=True)
+    ]
+    write_jsonl(
+        output_dir / CASES_FILE,
+        (
+            {**r.to_json(), **f, **extras.get(r.id, {})}
+            for r, f in zip(run.results, fields, strict=True)
+        ),
+    )
+    table = case_table(TableLayout(eval_cfg.ks, eval_cfg.budgets), fields, run.results)
+    write_text_atomic(output_dir / TABLE_FILE, _JSON_LINE.encode(table) + "\n")
+    write_jsonl(output_dir / CHUNKS_FILE, (chunk_row(c) for c in retrieved))
+
+
+def _top_text(result: CaseResult, texts: Mapping[str, str]) -> str | None:
+    return texts[result.retrieved[0].chunk_id] if result.retrieved else None
+
+
+def retrieved_chunks(chunks: Sequence[Chunk], results: Sequence[CaseResult]) -> list[Chunk]:
+    """The chunks of ``chunks`` that some result retrieved, in ``chunks`` order: at most
+    ``len(results)`` × the retrieval depth, however large the corpus."""
+    wanted = {r.chunk_id for result in results for r in result.retrieved}
+    return [c for c in chunks if c.id in wanted]
+
+
+def chunk_row(chunk: Chunk) -> dict[str, Any]:
+    """A ``chunks.jsonl`` row: the chunk's id, source span, text digest, heading path and
+    text (the text as cut from the document, before preprocessing)."""
     return {
         "chunk_id": chunk.id,
         "doc": chunk.doc,
@@ -67,10 +124,13 @@ def manifest_row(chunk: Chunk) -> dict[str, Any]:
         "end": chunk.end,
         "text_sha256": sha256_text(chunk.text),
         "heading_path": list(chunk.heading_path),
+        "text": chunk.text,
     }
 
 
-_JSON_LINE = json.JSONEncoder(ensure_ascii=False)  # one encoder: json.dumps builds one per call
+# One encoder (json.dumps builds one per call); no spaces after separators: a SQuAD run's
+# cases.jsonl has about 300,000 of them.
+_JSON_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:

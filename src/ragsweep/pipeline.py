@@ -21,10 +21,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ragsweep.artifacts import write_artifacts
+from ragsweep import tags as tag
+from ragsweep.artifacts import RunCases, write_artifacts
 from ragsweep.atomic import run_dir_errors
 from ragsweep.backends import BACKENDS, Backend
 from ragsweep.cache import StageCache
+from ragsweep.case_table import TABLE_FILE
 from ragsweep.chunking import Chunk
 from ragsweep.corpus import Corpus, load_corpus
 from ragsweep.errors import ConfigError
@@ -55,6 +57,7 @@ from ragsweep.stages import (
     rankings_key,
     texts_key,
 )
+from ragsweep.tables import logged_tables_tag
 from ragsweep.tracking import RunRecord, log_run
 from ragsweep.tracking_store import prepare_store
 
@@ -215,6 +218,8 @@ class StageOutcome:
 
     corpus: Corpus
     golden: GoldenSet
+    cases: tuple[GoldenCase, ...]
+    """The golden cases of the evaluated split; ``results[i]`` is ``cases[i]``'s."""
     built: BuiltIndex
     results: tuple[CaseResult, ...]
     summary: Summary
@@ -248,7 +253,7 @@ def run_stages(resolved: ResolvedConfig) -> StageOutcome:
     if judge is not None:
         with timer.stage("judge_seconds"):
             judged = judge.run(cases, results, built.chunks, cache)
-    return StageOutcome(corpus, golden, built, results, summary, judged, timer, cache)
+    return StageOutcome(corpus, golden, cases, built, results, summary, judged, timer, cache)
 
 
 def run_evaluation(
@@ -272,8 +277,7 @@ def run_evaluation(
         write_artifacts(
             output_dir,
             cfg.source,
-            done.results,
-            done.built.chunks,
+            RunCases(done.cases, done.results, done.built.chunks, done.corpus),
             done.summary,
             cfg.eval,
             facts,
@@ -327,6 +331,7 @@ def _record(
     tags = {
         **run_tags(resolved, done.corpus, done.golden),
         **done.summary.key_tags(),
+        tag.LOGGED_ARTIFACTS: logged_tables_tag([TABLE_FILE]),  # the UI shows it as a table
         **(judged.tags() if judged else {}),
         **resolved.cfg.tracking.tags,
         **dict(extra_tags or {}),

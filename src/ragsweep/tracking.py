@@ -28,6 +28,7 @@ from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.errors import RagsweepError
 from ragsweep.tracking_store import (
     TrackingStoreError,
+    is_local,
     open_client,
     prepare_store,
     reason,
@@ -36,6 +37,9 @@ from ragsweep.tracking_store import (
 
 MAX_PARAM_VALUE = 6000  # MLflow's limit on a param value's length
 BATCH = 100
+"""MLflow's limit on params (and on tags) per ``log_batch`` call."""
+MAX_BATCH_ENTITIES = 1000
+"""MLflow's limit on params, metrics and tags together per ``log_batch`` call."""
 DATASET_ATTEMPTS = 4  # log_inputs races between parallel jobs; see _log_dataset
 DUPLICATE_KEY_MESSAGES = (
     "UNIQUE constraint failed",  # SQLite
@@ -199,30 +203,79 @@ def _uri_or_config(cfg: TrackingConfig) -> str:
 
 
 def _write_run(cfg: TrackingConfig, record: RunRecord) -> str:
-    from mlflow.entities import Metric, Param, RunTag
-
-    experiment_id = ensure_experiment(cfg)
+    experiment_id = ensure_experiment(cfg)  # checked once per process for a local store
     client = client_for(cfg)
     tags = {**record.tags, tag.RECORD_ID: record.record_id}
     run = client.create_run(experiment_id, tags=tags, run_name=record.run_name)
     run_id = str(run.info.run_id)
     try:
-        params = [Param(k, v) for k, v in sorted(record.params.items())]
-        for batch in batches(params):
-            client.log_batch(run_id, params=batch)
-        timestamp = int(run.info.start_time)
-        metrics = [Metric(k, float(v), timestamp, 0) for k, v in sorted(record.metrics.items())]
-        for batch in batches(metrics):
-            client.log_batch(run_id, metrics=batch)
+        size = MAX_BATCH_ENTITIES if is_local(client.tracking_uri) else BATCH
+        for params, metrics in packed_batches(record, int(run.info.start_time), size):
+            client.log_batch(run_id, params=params, metrics=metrics)
         if record.dataset is not None:
             _log_dataset(client, run_id, record.dataset)
-        client.log_artifacts(run_id, str(record.artifacts_dir))
-        client.log_batch(run_id, tags=[RunTag(tag.LOGGED, "complete")])
+        _upload(str(run.info.artifact_uri), client.tracking_uri, record.artifacts_dir)
+        _finish(client, run_id, record.status)
     except Exception:
         _close_failed(client, run_id)
         raise
-    client.set_terminated(run_id, status=record.status)
     return run_id
+
+
+def _upload(artifact_uri: str, tracking: str, run_dir: Path) -> None:
+    """Copy :func:`uploaded_files` to the run's artifact location. The repository is made
+    from the ``artifact_uri`` the new run came with: ``client.log_artifact`` would first
+    fetch the whole run (every metric) to look it up."""
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    repository = get_artifact_repository(artifact_uri, tracking_uri=tracking)
+    for path in uploaded_files(run_dir):
+        folder = path.parent.relative_to(run_dir).as_posix()
+        repository.log_artifact(str(path), None if folder == "." else folder)
+
+
+def _finish(client: Any, run_id: str, status: str) -> None:
+    """Tag the run ``ragsweep.logged=complete`` (last: readers require it) and close it."""
+    from mlflow.entities import RunTag
+
+    client.log_batch(run_id, tags=[RunTag(tag.LOGGED, "complete")])
+    client.set_terminated(run_id, status=status)
+
+
+def packed_batches(
+    record: RunRecord, timestamp_ms: int, size: int = MAX_BATCH_ENTITIES
+) -> Iterator[tuple[list[Any], list[Any]]]:
+    """The record's params and metrics as ``(params, metrics)`` for ``log_batch`` calls of
+    at most ``size`` entities (MLflow allows ``MAX_BATCH_ENTITIES``, of them at most
+    ``BATCH`` params); every metric at step 0 and ``timestamp_ms``. Each call to a local
+    store costs a transaction, so one call instead of one per hundred metrics saves most of
+    the logging time; to a server, each call is a request that must finish within
+    ``tracking.timeout``, so calls stay small there."""
+    from mlflow.entities import Metric, Param
+
+    params = [Param(k, v) for k, v in sorted(record.params.items())]
+    metrics = [Metric(k, float(v), timestamp_ms, 0) for k, v in sorted(record.metrics.items())]
+    while params or metrics:
+        some_params, params = params[:BATCH], params[BATCH:]
+        room = size - len(some_params)
+        some_metrics, metrics = metrics[:room], metrics[room:]
+        yield some_params, some_metrics
+
+
+SKIPPED_UPLOADS = frozenset({RECORD_FILE})
+"""Run-directory files not uploaded: ``record.json`` holds what the run itself receives as
+params, metrics and tags (it stays in the directory for ``ragsweep-log``)."""
+
+
+def uploaded_files(run_dir: Path) -> list[Path]:
+    """The files of ``run_dir`` (recursively, in name order) that become the run's
+    artifacts: all but :data:`SKIPPED_UPLOADS` and empty files (Hydra's ``cli.log`` is
+    empty unless something was logged through Python's ``logging``)."""
+    return [
+        path
+        for path in sorted(run_dir.rglob("*"))
+        if path.is_file() and path.name not in SKIPPED_UPLOADS and path.stat().st_size > 0
+    ]
 
 
 def _close_failed(client: Any, run_id: str) -> None:

@@ -278,6 +278,12 @@ def kind_of(uri: str) -> StoreKind:
     return STORE_KINDS.get(urlparse(uri).scheme, REMOTE)
 
 
+def is_local(uri: str) -> bool:
+    """Whether ``uri`` is a store on this machine (SQLite, a file store): no request
+    timeout applies to writing it."""
+    return kind_of(uri).lock_file(uri, "store") is not None
+
+
 def lock_file(uri: str, purpose: str) -> Path | None:
     """The lock file of a local store for ``purpose`` (``store``, ``sweeps``), or None."""
     return kind_of(uri).lock_file(uri, purpose)
@@ -322,42 +328,94 @@ def _acquire(handle: Any, path: Path, wait_seconds: float) -> None:
 # --- opening and checking ----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ReadyStore:
+    """A local store this process has opened at the current schema: checking, repairing and
+    locking it again would find nothing to do (MLflow keeps one store object per URI for the
+    process too). ``experiment_ids``: the experiments prepared in it, by name."""
+
+    uri: str
+    file: Path | None
+    experiment_ids: dict[str, str]
+
+    def still_there(self) -> bool:
+        """False when the store's file was removed since (then everything is checked again)."""
+        return self.file is None or self.file.is_file()
+
+
+_READY: dict[str, ReadyStore] = {}
+"""Local stores opened by this process, by URI (sweep jobs in one process share them)."""
+
+
+def _ready(uri: str) -> ReadyStore | None:
+    ready = _READY.get(uri)
+    if ready is not None and not ready.still_there():
+        del _READY[uri]
+        return None
+    return ready
+
+
+def _mark_ready(uri: str, kind: StoreKind) -> ReadyStore:
+    if not is_local(uri):  # a server or remote database: checked each time
+        return ReadyStore(uri, None, {})
+    return _READY.setdefault(uri, ReadyStore(uri, sqlite_path(uri), {}))
+
+
 def open_client(uri: str, cfg: TrackingConfig | None = None) -> Any:
     """An ``MlflowClient`` on ``uri``. A local store is repaired and opened (schema created
     or migrated by MLflow) under its store lock, so concurrent processes never migrate it
-    at the same time. Raises TrackingStoreError naming the URI."""
+    at the same time; once this process has opened it, it is not checked again. Raises
+    TrackingStoreError naming the URI."""
     kind = kind_of(uri)
+    if _ready(uri) is not None:
+        return _client(uri, cfg)
     with exclusive_lock(lock_file(uri, "store")):
-        return _open_locked(uri, kind, cfg)
+        client = _open_locked(uri, kind, cfg)
+    _mark_ready(uri, kind)
+    return client
 
 
-def _open_locked(uri: str, kind: StoreKind, cfg: TrackingConfig | None) -> Any:
+def _client(uri: str, cfg: TrackingConfig | None) -> Any:
     from mlflow.tracking import MlflowClient
 
     try:
+        return MlflowClient(tracking_uri=uri)
+    except Exception as exc:
+        raise store_error(uri, cfg, "cannot be opened", exc) from None
+
+
+def _open_locked(uri: str, kind: StoreKind, cfg: TrackingConfig | None) -> Any:
+    try:
         for note in kind.repair(uri):
             print(f"note: {note}", file=sys.stderr)
-        return MlflowClient(tracking_uri=uri)
     except TrackingStoreError:
         raise
     except Exception as exc:
         raise store_error(uri, cfg, "cannot be opened", exc) from None
+    return _client(uri, cfg)
 
 
 def prepare_store(cfg: TrackingConfig) -> str:
     """Check the store before any work, create it and the experiment; return the experiment
     id. The experiment is tagged as MLflow's "Model training" kind (``tags.EXPERIMENT_KIND``;
     an existing one without the tag gets it). For a server this is one request, bounded by
-    ``tracking.timeout`` and ``tracking.retries``; a local store is opened under its store
-    lock. Raises TrackingStoreError naming the URI and what to do."""
+    ``tracking.timeout`` and ``tracking.retries``, each time; a local store is opened under
+    its store lock the first time in a process, and later calls (the jobs of a sweep in one
+    process) reuse what that found. Raises TrackingStoreError naming the URI and what to do."""
     apply_http_settings(cfg)
     uri = tracking_uri(cfg)
-    with exclusive_lock(lock_file(uri, "store")):
-        client = _open_locked(uri, kind_of(uri), cfg)
+    ready = _ready(uri)
+    if ready is not None and cfg.experiment in ready.experiment_ids:
+        return ready.experiment_ids[cfg.experiment]
+    kind = kind_of(uri)
+    with exclusive_lock(None if ready else lock_file(uri, "store")):
+        client = _client(uri, cfg) if ready else _open_locked(uri, kind, cfg)
         try:
-            return _experiment_id(client, cfg, uri)
+            experiment_id = _experiment_id(client, cfg, uri)
         except Exception as exc:
             raise store_error(uri, cfg, "did not answer", exc) from None
+    _mark_ready(uri, kind).experiment_ids[cfg.experiment] = experiment_id
+    return experiment_id
 
 
 def _experiment_id(client: Any, cfg: TrackingConfig, uri: str) -> str:

@@ -84,7 +84,8 @@ def test_a_link_outside_fails_the_command_before_work_unless_allowed(
         json.dumps(
             {
                 "id": "q1",
-                "question": "refunds?",
+                # words of every document: chunks.jsonl lists the chunks a case retrieved
+                "question": "refunds in the private salary table?",
                 "split": "tuning",
                 "evidence": [{"doc": "guides/billing.md", "quote": "Refunds are issued"}],
             }

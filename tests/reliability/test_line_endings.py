@@ -106,18 +106,21 @@ def test_cr_only_corpus_end_to_end_heading_prefix(tmp_path: Path) -> None:
     root.mkdir()
     (root / "billing.md").write_bytes(handbook("\r").encode("utf-8"))
     golden = tmp_path / "golden.jsonl"
-    golden.write_text(
-        json.dumps(
-            {
-                "id": "q1",
-                "question": "How do I export my notes?",
-                "split": "tuning",
-                "evidence": [{"doc": "billing.md", "quote": "Export all notes as a ZIP archive."}],
-            }
-        )
-        + "\n",
-        encoding="utf-8",
-    )
+    cases = [
+        {
+            "id": "q1",
+            "question": "How do I export my notes?",
+            "split": "tuning",
+            "evidence": [{"doc": "billing.md", "quote": "Export all notes as a ZIP archive."}],
+        },
+        {  # chunks.jsonl lists the retrieved chunks: this case retrieves the first one
+            "id": "q2",
+            "question": "When are refunds issued?",
+            "split": "tuning",
+            "evidence": [{"doc": "billing.md", "quote": "Refunds are issued within 14 days."}],
+        },
+    ]
+    golden.write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
     out = run_command(
         "ragsweep",
         f"paths.output_dir={tmp_path / 'out'}",
@@ -134,6 +137,6 @@ def test_cr_only_corpus_end_to_end_heading_prefix(tmp_path: Path) -> None:
     (manifest,) = (tmp_path / "out").glob("runs/*/*/chunks.jsonl")
     rows = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines()]
     assert [r["heading_path"] for r in rows] == [["Billing"], ["Billing", "Export"]]
-    (cases,) = (tmp_path / "out").glob("runs/*/*/cases.jsonl")
-    (case,) = [json.loads(line) for line in cases.read_text(encoding="utf-8").splitlines()]
-    assert case["metrics"]["hit_at_1"] == 1.0
+    (cases_file,) = (tmp_path / "out").glob("runs/*/*/cases.jsonl")
+    case, _ = [json.loads(line) for line in cases_file.read_text(encoding="utf-8").splitlines()]
+    assert case["id"] == "q1" and case["metrics"]["hit_at_1"] == 1.0

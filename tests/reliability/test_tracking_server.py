@@ -170,7 +170,8 @@ def test_a_server_failing_at_the_end_keeps_the_run_for_ragsweep_log(
     assert mlflow_run.data.metrics == pytest.approx(record["metrics"])
     assert mlflow_run.data.params == record["params"]
     artifacts = {a.path for a in client.list_artifacts(mlflow_run.info.run_id)}
-    assert {"cases.jsonl", "config.yaml", "report.md", "record.json"} <= artifacts
+    assert {"cases.jsonl", "cases_table.json", "config.yaml", "report.md"} <= artifacts
+    assert "record.json" not in artifacts  # its content is the run's params, metrics, tags
 
     again = run("ragsweep-log", str(run_dir), "--tracking-uri", mlflow_server.uri, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]

@@ -1,0 +1,169 @@
+"""What MLflow tracking costs a run, measured side by side (see bench/README.md).
+
+    python bench/bench_tracking.py            # all three, figures as JSON + a table
+    python bench/bench_tracking.py single     # warm demo run, tracking on vs off
+    python bench/bench_tracking.py sweep      # warm 4-job demo sweep (grid_small), on vs off
+    python bench/bench_tracking.py artifacts  # bytes one SQuAD run uploads, per file
+
+Every timed run is a fresh ``ragsweep`` process (its wall time, start-up included), on a
+warm stage cache and an existing SQLite store: one untimed run of each kind first creates
+both. The two sides alternate, ``REPEATS`` times each, and each side's median is taken, so
+load from other processes on the machine falls on both. ``artifacts`` needs the imported
+SQuAD data (``make import-squad``). Results go to ``outputs/bench/tracking.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RAGSWEEP = Path(sys.executable).with_name("ragsweep")
+SQUAD = REPO / "outputs" / "squad"
+RESULTS = REPO / "outputs" / "bench" / "tracking.json"
+REPEATS = 5
+SWEEP = "grid_small"  # 4 jobs on the demo data (2 sizes x 2 preprocessings)
+SWEEP_JOBS = 4
+TRACKING = {"on": (), "off": ("tracking=off",)}
+
+
+def ragsweep(work: Path, *args: str) -> float:
+    """Wall seconds of one ``ragsweep`` process writing under ``work``."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [str(RAGSWEEP), *args, f"paths.output_dir={work / 'outputs'}"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MLFLOW_TRACKING_URI": ""},
+    )
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"ragsweep {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return seconds
+
+
+def side_by_side(work: Path, args: Sequence[str]) -> dict[str, Any]:
+    """Median wall of ``ragsweep ARGS`` with tracking on and off, alternating."""
+    for extra in TRACKING.values():  # untimed: fills the cache, creates the store
+        ragsweep(work, *args, *extra)
+    walls: dict[str, list[float]] = {side: [] for side in TRACKING}
+    for _ in range(REPEATS):
+        for side, extra in TRACKING.items():
+            walls[side].append(round(ragsweep(work, *args, *extra), 3))
+    medians = {side: round(statistics.median(w), 3) for side, w in walls.items()}
+    return {
+        "walls": walls,
+        "median_on": medians["on"],
+        "median_off": medians["off"],
+        "added": round(medians["on"] - medians["off"], 3),
+    }
+
+
+def measure_single() -> dict[str, Any]:
+    """One warm demo run per process: what tracking adds to a single process."""
+    with tempfile.TemporaryDirectory() as work:
+        return side_by_side(Path(work), [])
+
+
+def measure_sweep(single_added: float | None) -> dict[str, Any]:
+    """A warm 4-job sweep in one process. Its added time, minus what tracking adds to any
+    single process (importing MLflow, opening the store, logging one run), over the other
+    ``SWEEP_JOBS - 1`` runs, is the cost of each further run (the parent run's logging is
+    counted in it too)."""
+    with tempfile.TemporaryDirectory() as work:
+        figures = side_by_side(Path(work), ["-m", f"sweep={SWEEP}"])
+    figures["jobs"] = SWEEP_JOBS
+    if single_added is not None:
+        figures["added_per_further_run"] = round(
+            (figures["added"] - single_added) / (SWEEP_JOBS - 1), 3
+        )
+    return figures
+
+
+def measure_artifacts() -> dict[str, Any]:
+    """Bytes one SQuAD run (default config, tuning split) uploads to MLflow, per file."""
+    if not (SQUAD / "corpus.jsonl").is_file():
+        raise SystemExit("run `make import-squad` first (outputs/squad is missing)")
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        ragsweep(
+            work,
+            "corpus=squad",
+            "golden=squad",
+            f"corpus.path={SQUAD / 'corpus.jsonl'}",
+            f"golden.path={SQUAD / 'golden.jsonl'}",
+        )
+        (root,) = (work / "outputs" / "mlartifacts").glob("*/artifacts")
+        files = {
+            p.relative_to(root).as_posix(): p.stat().st_size
+            for p in sorted(root.rglob("*"))
+            if p.is_file()
+        }
+        (cases_file,) = (work / "outputs").glob("runs/*/*/cases.jsonl")
+        n_cases = len(cases_file.read_text(encoding="utf-8").splitlines())
+    total = sum(files.values())
+    return {
+        "n_cases": n_cases,
+        "files": files,
+        "total_bytes": total,
+        "bytes_per_case": round(total / n_cases),
+    }
+
+
+def table(results: dict[str, Any]) -> str:
+    """The figures as the markdown rows of bench/README.md."""
+    lines = []
+    for name in ("single", "sweep"):
+        if name in results:
+            r = results[name]
+            lines.append(
+                f"| {name} | {r['median_on']:.2f} s | {r['median_off']:.2f} s | "
+                f"{r['added']:.2f} s |"
+            )
+    if "sweep" in results and "added_per_further_run" in results["sweep"]:
+        lines.append(
+            f"| per further sweep run | | | {results['sweep']['added_per_further_run']} s |"
+        )
+    if "artifacts" in results:
+        a = results["artifacts"]
+        lines.append(f"| SQuAD artifacts | {a['total_bytes']:,} bytes | {a['n_cases']} cases | |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    global REPEATS  # --repeats sets it for this process
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "what", nargs="?", default="all", choices=["all", "single", "sweep", "artifacts"]
+    )
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per side")
+    options = parser.parse_args()
+    what = options.what
+    REPEATS = options.repeats
+    results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    steps = {
+        "artifacts": measure_artifacts,
+        "single": measure_single,
+        "sweep": lambda: measure_sweep(results.get("single", {}).get("added")),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    for name in steps if what == "all" else [what]:
+        results[name] = steps[name]()
+        RESULTS.write_text(json.dumps(results, indent=2))  # each step kept as it ends
+    print(json.dumps(results, indent=2))
+    print(table(results))
+    print(f"written to {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
