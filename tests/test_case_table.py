@@ -1,5 +1,6 @@
 """Per-case results a reader can judge: ``cases.jsonl`` fields, the MLflow table
-``cases_table.json``, ``chunks.jsonl`` bounded by what was retrieved, and what is uploaded.
+``cases_table.json``, ``chunks.jsonl`` bounded by what was retrieved, and what is uploaded
+(the two JSONL files gzip-compressed) and read back.
 
 The runs are real: Hydra composition, the demo-sized mini project, a real SQLite store, and
 ``ragsweep`` itself in a subprocess where the command line matters (Hydra's ``cli.log``,
@@ -7,6 +8,7 @@ whether MLflow is imported)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -18,9 +20,13 @@ from mlflow.tracking import MlflowClient
 
 from ragsweep import tags as tag
 from ragsweep.appconfig import plain_config
+from ragsweep.artifact_store import CASES_FILE, CHUNKS_FILE, artifact_text
 from ragsweep.case_table import EVIDENCE_CHARS, EXCERPT_CHARS, excerpt, first_hit_rank
+from ragsweep.evaluate import cases_from_jsonl
 from ragsweep.pipeline import run_evaluation
+from ragsweep.release.store import RunStore
 from ragsweep.run_config import resolve
+from ragsweep.sweep.paired import CaseValues, read_case_values
 from tests.conftest import HANDBOOK
 
 BIN = Path(sys.executable).parent
@@ -102,9 +108,8 @@ def test_a_run_logs_its_cases_as_an_mlflow_table(
     uri = "sqlite:///" + resolved["tracking"]["default_db"]
     client = MlflowClient(tracking_uri=uri)
     run = client.get_run(result.run_id)
-    assert json.loads(run.data.tags[tag.LOGGED_ARTIFACTS]) == [
-        {"path": "cases_table.json", "type": "table"}
-    ]
+    logged_tables = json.loads(run.data.tags[tag.LOGGED_ARTIFACTS])
+    assert {"path": "cases_table.json", "type": "table"} in logged_tables
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # load_table searches the global store
     loaded = client.load_table(  # MLflow's own reader of logged tables
         run.info.experiment_id, "cases_table.json", run_ids=[result.run_id]
@@ -165,18 +170,53 @@ def ragsweep(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_command_uploads_no_empty_log_and_no_record(tmp_path: Path, mini_project: Path):
+def test_the_command_uploads_jsonl_compressed_and_no_empty_log_or_record(
+    tmp_path: Path, mini_project: Path
+):
     out = ragsweep(tmp_path, f"paths.output_dir={tmp_path / 'out'}", *project(mini_project))
     assert out.returncode == 0, out.stderr[-3000:]
     (run_dir,) = (tmp_path / "out" / "runs").glob("*/*")
     assert (run_dir / "cli.log").stat().st_size == 0  # Hydra's log: nothing was logged
     assert (run_dir / "record.json").is_file()  # kept for ragsweep-log
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'out' / 'mlflow.db'}")
+    uri = f"sqlite:///{tmp_path / 'out' / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([client.get_experiment_by_name("ragsweep").experiment_id])
-    uploaded = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"cases.jsonl", "cases_table.json", "chunks.jsonl", "config.yaml"} <= uploaded
+    run_id = run.info.run_id
+    uploaded = {a.path for a in client.list_artifacts(run_id)}
+    assert {"cases.jsonl.gz", "cases_table.json", "chunks.jsonl.gz", "config.yaml"} <= uploaded
+    assert "cases.jsonl" not in uploaded and "chunks.jsonl" not in uploaded
     assert "cli.log" not in uploaded and "record.json" not in uploaded
+
+    # The store holds the run directory's files, the two large ones gzip-compressed ...
+    stored = Path(client.download_artifacts(run_id, "", str(tmp_path / "stored")))
+    for name in (CASES_FILE, CHUNKS_FILE):
+        compressed = (stored / f"{name}.gz").read_bytes()
+        assert compressed[:2] == b"\x1f\x8b"  # the gzip magic number
+        assert gzip.decompress(compressed) == (run_dir / name).read_bytes(), name
+        assert len(compressed) < (run_dir / name).stat().st_size
+    # ... and every reader gets the plain text back.
+    assert artifact_text(client, run_id, CHUNKS_FILE) == (run_dir / CHUNKS_FILE).read_text()
+    from_run_dir = cases_from_jsonl((run_dir / CASES_FILE).read_text(), "run directory")
+    assert RunStore(uri).cases(run_id) == from_run_dir
+    values = read_case_values("recall_at_5", None, run_id, client)
+    assert isinstance(values, CaseValues)
+    assert values == CaseValues.from_cases(from_run_dir, "recall_at_5", "run directory")
+
+
+def test_readers_fall_back_to_the_plain_file_of_runs_logged_before(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("old", artifact_location=str(tmp_path / "art"))
+    run_id = client.create_run(experiment).info.run_id
+    client.log_text(run_id, '{"chunk_id": "a"}\n', CHUNKS_FILE)  # as runs were stored before
+    assert artifact_text(client, run_id, CHUNKS_FILE) == '{"chunk_id": "a"}\n'
+    with pytest.raises(FileNotFoundError, match=r"'cases.jsonl.gz' or 'cases.jsonl'"):
+        artifact_text(client, run_id, CASES_FILE)
+    (tmp_path / "cases.jsonl.gz").write_bytes(b"not gzip")
+    client.log_artifact(run_id, str(tmp_path / "cases.jsonl.gz"))
+    with pytest.raises(OSError, match="not a readable gzip file"):
+        artifact_text(client, run_id, CASES_FILE)
 
 
 NO_MLFLOW = """

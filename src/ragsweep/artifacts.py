@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from ragsweep import measures
+from ragsweep.artifact_store import CHUNKS_FILE
 from ragsweep.atomic import atomic_writer, write_text_atomic
 from ragsweep.case_table import TABLE_FILE, TableLayout, case_fields, case_table
 from ragsweep.chunking import Chunk
@@ -27,9 +28,6 @@ from ragsweep.golden import GoldenCase
 from ragsweep.hashing import sha256_text
 from ragsweep.judge import JudgeOutcome
 from ragsweep.report import plot_at_k, render_report
-
-CHUNKS_FILE = "chunks.jsonl"
-"""The chunks some case retrieved, with their text (one :func:`chunk_row` per line)."""
 
 
 @dataclass(frozen=True)

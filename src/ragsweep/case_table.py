@@ -24,8 +24,10 @@ TABLE_FILE = "cases_table.json"
 """The MLflow table artifact at the run's artifact root (the UI's table view reads it)."""
 EVIDENCE_CHARS = 200
 """Characters of each evidence span's text kept (longer spans end in ``…``)."""
-EXCERPT_CHARS = 100
-"""Characters of the top chunk's text kept (longer texts end in ``…``)."""
+EXCERPT_CHARS = 60
+"""Characters of the top chunk's text kept (longer texts end in ``…``): about ten words,
+enough to tell which passage came first, while the column stays about 60 bytes per case
+(a SQuAD run's table is one of its largest artifacts; the whole text is in ``chunks.jsonl``)."""
 ELLIPSIS = "…"
 SEPARATOR = "; "
 """Between the spans of a case with several, in the table's ``evidence`` columns."""

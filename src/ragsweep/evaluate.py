@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ragsweep.artifact_store import CASES_FILE as CASES_FILE
 from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
 from ragsweep.golden import GoldenCase
@@ -28,9 +29,6 @@ from ragsweep.relevance import Interval, IntervalBatch, doc_codes
 from ragsweep.uncertainty import Bootstrap, Bounds, interval_keys, stratified_intervals
 
 SEARCH_BATCH = 256
-CASES_FILE = "cases.jsonl"
-"""A run's per-case results, one :meth:`CaseResult.to_json` row per line (run directory and
-MLflow artifact)."""
 
 
 class RetrievedChunk(NamedTuple):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 import time
 import uuid
 import warnings
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsweep import tags as tag
+from ragsweep.artifact_store import stored_copy
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.errors import RagsweepError
 from ragsweep.tracking_store import (
@@ -223,15 +225,18 @@ def _write_run(cfg: TrackingConfig, record: RunRecord) -> str:
 
 
 def _upload(artifact_uri: str, tracking: str, run_dir: Path) -> None:
-    """Copy :func:`uploaded_files` to the run's artifact location. The repository is made
-    from the ``artifact_uri`` the new run came with: ``client.log_artifact`` would first
-    fetch the whole run (every metric) to look it up."""
+    """Copy :func:`uploaded_files` to the run's artifact location, ``cases.jsonl`` and
+    ``chunks.jsonl`` gzip-compressed (:func:`ragsweep.artifact_store.stored_copy`). The
+    repository is made from the ``artifact_uri`` the new run came with:
+    ``client.log_artifact`` would first fetch the whole run (every metric) to look it up."""
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
     repository = get_artifact_repository(artifact_uri, tracking_uri=tracking)
-    for path in uploaded_files(run_dir):
-        folder = path.parent.relative_to(run_dir).as_posix()
-        repository.log_artifact(str(path), None if folder == "." else folder)
+    with tempfile.TemporaryDirectory(prefix="ragsweep-upload-") as scratch:
+        for path in uploaded_files(run_dir):
+            folder = path.parent.relative_to(run_dir).as_posix()
+            stored = stored_copy(path, Path(scratch))
+            repository.log_artifact(str(stored), None if folder == "." else folder)
 
 
 def _finish(client: Any, run_id: str, status: str) -> None:
@@ -270,7 +275,8 @@ params, metrics and tags (it stays in the directory for ``ragsweep-log``)."""
 def uploaded_files(run_dir: Path) -> list[Path]:
     """The files of ``run_dir`` (recursively, in name order) that become the run's
     artifacts: all but :data:`SKIPPED_UPLOADS` and empty files (Hydra's ``cli.log`` is
-    empty unless something was logged through Python's ``logging``)."""
+    empty unless something was logged through Python's ``logging``). Each is stored under
+    :func:`ragsweep.artifact_store.stored_name`."""
     return [
         path
         for path in sorted(run_dir.rglob("*"))

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from ragsweep import tags as tag
+from ragsweep.artifact_store import CASES_FILE
 from ragsweep.errors import RagsweepError
 from ragsweep.judge.agreement import (
     Agreement,
@@ -77,9 +78,9 @@ def mlflow_source(run_id: str, tracking_uri: str | None, log: bool) -> RunSource
 
     store = RunStore(current_tracking_uri(current_config(), tracking_uri))
     store.get(run_id)
-    text = store.artifact_text(run_id, "cases.jsonl")
+    text = store.artifact_text(run_id, CASES_FILE)
     rows = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    records = judged_records(rows, f"cases.jsonl of run {run_id}")
+    records = judged_records(rows, f"{CASES_FILE} of run {run_id}")
     judge = store.config(run_id).get("judge")
     return RunSource(records, judge if isinstance(judge, dict) else {}, run_id if log else None)
 

@@ -8,7 +8,6 @@ project's ``tracking`` config), never one named inside an old run's config.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,6 +17,7 @@ import yaml
 
 from ragsweep import tags as tag
 from ragsweep.appconfig import compose, plain_config
+from ragsweep.artifact_store import artifact_text
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.evaluate import CASES_FILE, CaseResult, cases_from_jsonl
 from ragsweep.release.errors import RunLookupError
@@ -155,7 +155,9 @@ class RunStore:
         return found[0] if found else None
 
     def artifact_text(self, run_id: str, path: str) -> str:
-        """The text of artifact ``path`` of run ``run_id`` (RunLookupError if absent)."""
+        """The text of artifact ``path`` of run ``run_id``, a run-directory file name
+        (``cases.jsonl`` is read from ``cases.jsonl.gz`` when the run has it); a
+        RunLookupError if absent."""
         return self._artifact_text(run_id, path)
 
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
@@ -177,14 +179,12 @@ class RunStore:
                 return ids
 
     def _artifact_text(self, run_id: str, path: str) -> str:
-        from mlflow.exceptions import MlflowException
-
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                local = self.client.download_artifacts(run_id, path, tmp)
-            except (MlflowException, OSError) as exc:
-                raise RunLookupError(f"run {run_id} has no artifact {path!r} ({exc})") from exc
-            return Path(local).read_text(encoding="utf-8")
+        """:func:`ragsweep.artifact_store.artifact_text` (compressed or not), with a
+        RunLookupError when the run lacks the artifact or it cannot be read."""
+        try:
+            return artifact_text(self.client, run_id, path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RunLookupError(str(exc)) from exc
 
 
 def _logged_run(run: Any) -> LoggedRun:

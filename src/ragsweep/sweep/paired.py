@@ -8,18 +8,19 @@ bootstrap interval and the two-sided paired randomization test of ``ragsweep-com
 
 A configuration's per-case values come from the ``cases.jsonl`` its job wrote into its run
 directory, or, for a child run logged by an earlier attempt of a resumed sweep, from that
-run's MLflow artifact. When neither can be read the comparison is :class:`Unpaired`, with
-the reason.
+run's MLflow artifact (``cases.jsonl.gz``, or the plain file of a run logged before it was
+compressed: :func:`ragsweep.artifact_store.artifact_text`). When neither can be read the
+comparison is :class:`Unpaired`, with the reason.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragsweep.artifact_store import artifact_text
 from ragsweep.evaluate import CASES_FILE, CaseResult, cases_from_jsonl
 from ragsweep.stats import Interval, PairedTest, bootstrap_interval, paired_randomization_test
 
@@ -118,7 +119,8 @@ def read_case_values(
             text = path.read_text(encoding="utf-8")
             return _values(text, objective, str(path))
         if run_id is not None and client is not None:
-            return _values(_download(client, run_id), objective, f"{CASES_FILE} of run {run_id}")
+            text = artifact_text(client, run_id, CASES_FILE)
+            return _values(text, objective, f"{CASES_FILE} of run {run_id}")
     except (OSError, ValueError) as exc:
         return Unpaired(str(exc))
     where = f"in {run_dir}" if run_dir is not None else "(no run directory)"
@@ -127,15 +129,3 @@ def read_case_values(
 
 def _values(text: str, objective: str, source: str) -> CaseValues:
     return CaseValues.from_cases(cases_from_jsonl(text, source), objective, source)
-
-
-def _download(client: Any, run_id: str) -> str:
-    """The text of run ``run_id``'s cases artifact (an OSError when it cannot be had)."""
-    from mlflow.exceptions import MlflowException
-
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            local = client.download_artifacts(run_id, CASES_FILE, tmp)
-        except MlflowException as exc:
-            raise OSError(f"run {run_id} has no artifact {CASES_FILE} ({exc})") from exc
-        return Path(local).read_text(encoding="utf-8")
