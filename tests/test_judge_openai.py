@@ -27,6 +27,7 @@ from tests.fake_ollama import (
     judge_parts,
     verdict,
 )
+from tests.reliability.conftest import files_containing
 from tests.test_judge import judge_records, report_row, scripted_judge
 from tests.test_pipeline import project_overrides
 
@@ -124,8 +125,7 @@ def test_openai_judge_end_to_end_with_key_from_env(
     logged = [*run.data.params.items(), *tags.items(), *metrics]
     assert not [item for item in logged if SECRET in str(item)]
     downloaded = Path(client.download_artifacts(result.run_id, "", str(tmp_path / "dl")))
-    hits = [p for p in downloaded.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
-    assert hits == []
+    assert files_containing(downloaded, SECRET.encode()) == []  # cases.jsonl.gz decompressed
 
 
 def test_refused_schema_mode_falls_back_and_is_recorded(

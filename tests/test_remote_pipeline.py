@@ -3,6 +3,7 @@ directory can see, and no cache entry or artifact left by a failed embedding."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,15 @@ def evaluate(compose_config, project: Path, *extra: str):
 
 
 def files_containing(root: Path, needle: str) -> list[Path]:
+    """Every file below ``root`` whose content (a ``.gz`` file's decompressed, as MLflow
+    stores ``cases.jsonl`` and ``chunks.jsonl``) contains ``needle``."""
     data = needle.encode("utf-8")
-    return [p for p in root.rglob("*") if p.is_file() and data in p.read_bytes()]
+    return [p for p in root.rglob("*") if p.is_file() and data in content(p)]
+
+
+def content(path: Path) -> bytes:
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if path.suffix == ".gz" else raw
 
 
 def test_api_key_never_reaches_mlflow_or_artifacts(
@@ -56,7 +64,7 @@ def test_api_key_never_reaches_mlflow_or_artifacts(
     logged = [*run.data.params.items(), *run.data.tags.items(), *run.data.metrics]
     assert not [item for item in logged if SECRET in str(item)]  # ...but never logged
     downloaded = Path(client.download_artifacts(result.run_id, "", str(tmp_path / "dl")))
-    assert {"config.yaml", "cases.jsonl", "report.md"} <= {p.name for p in downloaded.iterdir()}
+    assert {"config.yaml", "cases.jsonl.gz", "report.md"} <= {p.name for p in downloaded.iterdir()}
     assert files_containing(downloaded, SECRET) == []
     # nor anywhere on disk: MLflow database, artifact store, run directory, caches
     assert files_containing(tmp_path, SECRET) == []

@@ -446,7 +446,7 @@ def test_resume_after_interruption_does_not_rerun_logged_configs(
     assert [t.status for t in result.axes[0].trials] == ["resumed", "resumed"]
     assert {t.status for t in result.axes[1].trials} == {"resumed", "new"}
     # resumed configurations ran in the first sweep folder: their per-case values come from
-    # the logged runs' cases.jsonl artifacts, so the paired test still runs
+    # the logged runs' cases.jsonl.gz artifacts, so the paired test still runs
     first = result.axes[0]
     assert first.chosen is not None
     other = first.trials[1 - first.chosen]

@@ -13,6 +13,7 @@ the module, also when a test fails.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -150,6 +151,28 @@ def files_below(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
 
 
+COMPRESSED = ("cases.jsonl", "chunks.jsonl")
+"""Run-directory files the store holds gzip-compressed, as ``NAME.gz`` (docs/tracking.md)."""
+
+
+def stored_files(run_dir: Path) -> dict[str, Path]:
+    """Artifact path → the run-directory file it holds: every file but ``record.json`` and
+    empty ones (Hydra's ``cli.log``), the :data:`COMPRESSED` ones under ``NAME.gz``."""
+    stored: dict[str, Path] = {}
+    for name in files_below(run_dir):
+        path = run_dir / name
+        if path.name == "record.json" or path.stat().st_size == 0:
+            continue
+        stored[f"{name}.gz" if name in COMPRESSED else name] = path
+    return stored
+
+
+def stored_content(path: Path) -> bytes:
+    """A stored artifact's bytes, decompressed when it is one of the :data:`COMPRESSED`."""
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if path.suffix == ".gz" else raw
+
+
 def test_every_artifact_is_stored_by_the_server_and_downloads_unchanged(
     team_sweep: Sweep, team_server: TeamServer, tmp_path: Path
 ) -> None:
@@ -166,14 +189,15 @@ def test_every_artifact_is_stored_by_the_server_and_downloads_unchanged(
     for child in team_sweep.children:
         run_id = child.info.run_id
         run_dir = run_dirs[child.data.tags[tag.RECORD_ID]]
-        expected = files_below(run_dir)
-        assert {"cases.jsonl", "chunks.jsonl", "config.yaml", "record.json"} <= expected
-        assert artifact_files(client, run_id) == expected
+        assert {"cases.jsonl", "chunks.jsonl", "config.yaml", "record.json"} <= files_below(run_dir)
+        expected = stored_files(run_dir)
+        assert {"cases.jsonl.gz", "chunks.jsonl.gz", "config.yaml"} <= expected.keys()
+        assert artifact_files(client, run_id) == expected.keys()
         stored = team_server.artifacts / team_sweep.experiment_id / run_id / "artifacts"
-        assert files_below(stored) == expected
+        assert files_below(stored) == expected.keys()
         downloaded = Path(client.download_artifacts(run_id, "", str(tmp_path / run_id)))
-        for name in expected:
-            assert (downloaded / name).read_bytes() == (run_dir / name).read_bytes(), name
+        for name, source in expected.items():
+            assert stored_content(downloaded / name) == source.read_bytes(), name
 
     parent_id = team_sweep.parent.info.run_id
     assert set(PARENT_FILES) <= artifact_files(client, parent_id)
@@ -196,7 +220,7 @@ def test_promote_best_and_compare_work_against_the_server(
     assert holdout.data.tags[tag.LOGGED] == "complete"
     assert holdout.data.tags[tag.SPLIT] == "holdout"
     assert holdout.data.tags[tag.PROMOTED_FROM] == best.info.run_id
-    assert {"cases.jsonl", "config.yaml", "record.json"} <= artifact_files(client, holdout_id)
+    assert {"cases.jsonl.gz", "config.yaml"} <= artifact_files(client, holdout_id)
 
     baseline = min(team_sweep.children, key=lambda c: c.data.metrics[OBJECTIVE])
     compared = run_tool(

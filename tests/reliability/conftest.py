@@ -3,6 +3,7 @@ they hold for root too), and the ``ragsweep`` commands run as a user runs them."
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import subprocess
@@ -85,5 +86,11 @@ def fill(folder: Path, leave_bytes: int) -> None:
 
 
 def files_containing(root: Path, needle: bytes) -> list[Path]:
-    """Every file below ``root`` whose bytes contain ``needle``."""
-    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+    """Every file below ``root`` whose bytes (a ``.gz`` file's decompressed, as MLflow stores
+    ``cases.jsonl`` and ``chunks.jsonl``) contain ``needle``."""
+    return [p for p in root.rglob("*") if p.is_file() and needle in file_content(p)]
+
+
+def file_content(path: Path) -> bytes:
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if path.suffix == ".gz" else raw

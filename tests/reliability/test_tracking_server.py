@@ -8,6 +8,7 @@ never answers, and MLflow's own tracking server (behind a proxy that hangs on ru
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -170,8 +171,13 @@ def test_a_server_failing_at_the_end_keeps_the_run_for_ragsweep_log(
     assert mlflow_run.data.metrics == pytest.approx(record["metrics"])
     assert mlflow_run.data.params == record["params"]
     artifacts = {a.path for a in client.list_artifacts(mlflow_run.info.run_id)}
-    assert {"cases.jsonl", "cases_table.json", "config.yaml", "report.md"} <= artifacts
+    assert {"cases.jsonl.gz", "cases_table.json", "config.yaml", "report.md"} <= artifacts
     assert "record.json" not in artifacts  # its content is the run's params, metrics, tags
+    stored = Path(client.download_artifacts(mlflow_run.info.run_id, "", str(tmp_path / "dl")))
+    for name in ("cases.jsonl", "chunks.jsonl"):  # logged later, compressed as a run does
+        assert name not in artifacts
+        compressed = (stored / f"{name}.gz").read_bytes()
+        assert gzip.decompress(compressed) == (run_dir / name).read_bytes(), name
 
     again = run("ragsweep-log", str(run_dir), "--tracking-uri", mlflow_server.uri, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
