@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from ragsweep.cache import StageCache, verify_entry
 from ragsweep.cache_cli import iter_entries
+from ragsweep.release.store import RunStore
 from tests.cluster_support import worker_env
 from tests.test_cli import RAGSWEEP
 from tests.test_pipeline import project_overrides
@@ -49,15 +50,18 @@ def test_parallel_jobs_on_a_cold_cache_build_each_shared_entry_once(
     assert out.returncode == 0, out.stderr[-3000:]
     assert "another worker stored" not in out.stderr  # the locks excluded each other
 
-    client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    uri = f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}"
+    client = MlflowClient(uri)
     runs = client.search_runs(client.get_experiment_by_name("ragsweep").experiment_id)
     assert sorted(r.data.params["eval.min_span_overlap"] for r in runs) == list(OVERLAPS)
+    store = RunStore(uri)  # cache counters are in each run's figures.json, not its metrics
+    figures = [store.get(r.info.run_id).metrics for r in runs]
     for stage in SHARED_STAGES:
-        misses = [r.data.metrics[f"cache/{stage}/misses"] for r in runs]
-        hits = [r.data.metrics[f"cache/{stage}/hits"] for r in runs]
+        misses = [f[f"cache/{stage}/misses"] for f in figures]
+        hits = [f[f"cache/{stage}/hits"] for f in figures]
         assert sorted(misses) == [0, 0, 0, 1], stage  # one job built it ...
         assert sorted(hits) == [0, 1, 1, 1], stage  # ... the others read its entry
-        assert all(r.data.metrics[f"cache/{stage}/corrupt"] == 0 for r in runs)
+        assert all(f[f"cache/{stage}/corrupt"] == 0 for f in figures)
 
     entries = list(iter_entries(cache))
     assert sorted(e.stage for e in entries) == sorted(SHARED_STAGES)  # one entry per key

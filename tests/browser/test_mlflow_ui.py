@@ -469,8 +469,27 @@ def assert_description_shown(browser: Any, run: Any) -> None:
     """The run's description (tag ``mlflow.note.content``, Markdown) is on its page."""
     description = run.data.tags.get(DESCRIPTION_TAG, "")
     assert description, f"run {run.info.run_name} has no description ({DESCRIPTION_TAG})"
-    words = plain_markdown(description)
-    wait_for(browser, lambda: words in plain_markdown(text_of(browser)), "the run's description")
+    wait_for(
+        browser,
+        lambda: plain_markdown(description.splitlines()[0]) in page_words(browser),
+        "the description's first line",
+    )
+    for more in xpath(browser, "//button[normalize-space(.)='Show more']"):
+        click(browser, more)  # a long description is folded below its first lines
+    lines = [
+        plain_markdown(re.sub(r"^\s*(?:[-*]|\d+\.)\s+", "", line))
+        for line in description.splitlines()
+    ]
+    wait_for(
+        browser,
+        lambda: all(line in page_words(browser) for line in lines if line),
+        "every line of the run's description",
+    )
+
+
+def page_words(browser: Any) -> str:
+    """The page's text reduced to words, as :func:`plain_markdown` reduces Markdown."""
+    return plain_markdown(text_of(browser))
 
 
 def test_a_child_run_page_shows_its_description(browser: Any, ui: Ui, sweep: Sweep) -> None:
