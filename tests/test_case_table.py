@@ -1,6 +1,7 @@
 """Per-case results a reader can judge: ``cases.jsonl`` fields, the MLflow table
 ``cases_table.json``, ``chunks.jsonl`` bounded by what was retrieved, and what is uploaded
-(the two JSONL files gzip-compressed) and read back.
+(each per-case value once: the table, and ``cases.jsonl.gz`` with the rest of each row;
+``chunks.jsonl`` stays local) within a bounded number of bytes per case, and read back.
 
 The runs are real: Hydra composition, the demo-sized mini project, a real SQLite store, and
 ``ragsweep`` itself in a subprocess where the command line matters (Hydra's ``cli.log``,
@@ -21,17 +22,29 @@ from mlflow.tracking import MlflowClient
 from ragsweep import tags as tag
 from ragsweep.appconfig import plain_config
 from ragsweep.artifact_store import CASES_FILE, CHUNKS_FILE, artifact_text
-from ragsweep.case_table import EVIDENCE_CHARS, EXCERPT_CHARS, excerpt, first_hit_rank
-from ragsweep.evaluate import cases_from_jsonl
+from ragsweep.case_table import (
+    EVIDENCE_CHARS,
+    QUESTION_CHARS,
+    ROW_CHAR_BOUND,
+    SHOWN_FIELDS,
+    TABLE_EXCERPT_CHARS,
+    TableLayout,
+    case_fields,
+    excerpt,
+    first_hit_rank,
+)
+from ragsweep.corpus import Corpus, Document
+from ragsweep.evaluate import CaseResult, RetrievedChunk, cases_from_jsonl
+from ragsweep.golden import EvidenceSpan, GoldenCase
+from ragsweep.importers import import_squad
 from ragsweep.pipeline import run_evaluation
 from ragsweep.release.store import RunStore
 from ragsweep.run_config import resolve
 from ragsweep.sweep.paired import CaseValues, read_case_values
-from tests.conftest import HANDBOOK
+from tests.conftest import HANDBOOK, SQUAD_FILE
 
 BIN = Path(sys.executable).parent
 DOCUMENTED_COLUMNS = [  # docs/formats.md, "cases_table.json"
-    "id",
     "type",
     "answerable",
     "question",
@@ -45,9 +58,7 @@ DOCUMENTED_COLUMNS = [  # docs/formats.md, "cases_table.json"
     "hit_at_1000c",
     "hit_at_2000c",
     "hit_at_4000c",
-    "top_doc",
-    "top_start",
-    "top_end",
+    "top_chunk",
     "top_score",
     "top_excerpt",
 ]
@@ -94,16 +105,28 @@ def test_a_run_logs_its_cases_as_an_mlflow_table(
 
     table = json.loads((out / "cases_table.json").read_text(encoding="utf-8"))
     assert table["columns"] == DOCUMENTED_COLUMNS
-    assert [row[0] for row in table["data"]] == [c["id"] for c in cases]  # one row per case
-    first = dict(zip(table["columns"], table["data"][0], strict=True))
-    retrieved = by_id[first["id"]]["retrieved"]
-    assert (first["top_doc"], first["top_start"], first["top_end"]) == (
-        retrieved["doc"][0],
-        retrieved["start"][0],
-        retrieved["end"][0],
-    )
+    assert len(table["data"]) == len(cases)  # one row per case, in cases.jsonl order
     chunk_text = {c["chunk_id"]: c["text"] for c in rows(out / "chunks.jsonl")}
-    assert first["top_excerpt"] == excerpt(chunk_text[retrieved["chunk_id"][0]], EXCERPT_CHARS)
+    for case, cells in zip(cases, table["data"], strict=True):
+        row = dict(zip(table["columns"], cells, strict=True))
+        assert row["question"] == case["question"]
+        assert (row["type"], row["answerable"]) == (case["type"], case["answerable"])
+        assert row["first_hit_rank"] == case["first_hit_rank"]
+        for k in (1, 3, 5, 10):  # 0 for an unanswerable case: it has nothing to hit
+            assert row[f"hit_at_{k}"] == int((case["metrics"] or {}).get(f"hit_at_{k}", 0))
+        retrieved = case["retrieved"]
+        if not retrieved["chunk_id"]:  # a case whose scope matched no chunk
+            assert row["top_chunk"] is row["top_score"] is row["top_excerpt"] is None
+            continue
+        top = f"{retrieved['doc'][0]}@{retrieved['start'][0]}-{retrieved['end'][0]}"
+        assert row["top_chunk"] == top == retrieved["chunk_id"][0]
+        assert row["top_score"] == round(retrieved["score"][0], 3)
+        assert row["top_excerpt"] == excerpt(chunk_text[top], TABLE_EXCERPT_CHARS)
+    first = dict(zip(table["columns"], table["data"][0], strict=True))
+    assert first["evidence"] == "billing.md@" + "-".join(
+        str(by_id["q1"]["evidence"][0][k]) for k in ("start", "end")
+    )
+    assert first["evidence_text"] == "Refunds are issued within 14 days"
 
     uri = "sqlite:///" + resolved["tracking"]["default_db"]
     client = MlflowClient(tracking_uri=uri)
@@ -115,7 +138,7 @@ def test_a_run_logs_its_cases_as_an_mlflow_table(
         run.info.experiment_id, "cases_table.json", run_ids=[result.run_id]
     )
     assert list(loaded.columns) == DOCUMENTED_COLUMNS
-    assert list(loaded["id"]) == [c["id"] for c in cases]
+    assert list(loaded["question"]) == [c["question"] for c in cases]
 
 
 def test_chunks_file_is_bounded_by_cases_times_depth(compose_config, mini_project: Path) -> None:
@@ -170,7 +193,7 @@ def ragsweep(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_command_uploads_jsonl_compressed_and_no_empty_log_or_record(
+def test_the_command_stores_each_case_once_and_no_empty_log_or_record(
     tmp_path: Path, mini_project: Path
 ):
     out = ragsweep(tmp_path, f"paths.output_dir={tmp_path / 'out'}", *project(mini_project))
@@ -178,33 +201,45 @@ def test_the_command_uploads_jsonl_compressed_and_no_empty_log_or_record(
     (run_dir,) = (tmp_path / "out" / "runs").glob("*/*")
     assert (run_dir / "cli.log").stat().st_size == 0  # Hydra's log: nothing was logged
     assert (run_dir / "record.json").is_file()  # kept for ragsweep-log
+    assert (run_dir / CHUNKS_FILE).is_file()  # the chunk texts stay in the run directory
 
     uri = f"sqlite:///{tmp_path / 'out' / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([client.get_experiment_by_name("ragsweep").experiment_id])
     run_id = run.info.run_id
     uploaded = {a.path for a in client.list_artifacts(run_id)}
-    assert {"cases.jsonl.gz", "cases_table.json", "chunks.jsonl.gz", "config.yaml"} <= uploaded
-    assert "cases.jsonl" not in uploaded and "chunks.jsonl" not in uploaded
+    assert {"cases.jsonl.gz", "cases_table.json", "config.yaml"} <= uploaded
+    assert not {"cases.jsonl", "chunks.jsonl", "chunks.jsonl.gz"} & uploaded
     assert "cli.log" not in uploaded and "record.json" not in uploaded
 
-    # The store holds the run directory's files, the two large ones gzip-compressed ...
+    # The store keeps of each cases.jsonl row only what the table does not show ...
     stored = Path(client.download_artifacts(run_id, "", str(tmp_path / "stored")))
-    for name in (CASES_FILE, CHUNKS_FILE):
-        compressed = (stored / f"{name}.gz").read_bytes()
-        assert compressed[:2] == b"\x1f\x8b"  # the gzip magic number
-        assert gzip.decompress(compressed) == (run_dir / name).read_bytes(), name
-        assert len(compressed) < (run_dir / name).stat().st_size
-    # ... and every reader gets the plain text back.
-    assert artifact_text(client, run_id, CHUNKS_FILE) == (run_dir / CHUNKS_FILE).read_text()
+    compressed = (stored / "cases.jsonl.gz").read_bytes()
+    assert compressed[:2] == b"\x1f\x8b"  # the gzip magic number
+    stored_rows = [json.loads(line) for line in gzip.decompress(compressed).splitlines()]
+    local_rows = rows(run_dir / CASES_FILE)
+    for kept, whole in zip(stored_rows, local_rows, strict=True):
+        assert not SHOWN_FIELDS & set(kept)
+        assert kept == {k: v for k, v in whole.items() if k not in SHOWN_FIELDS}
+    # ... and every reader gets the cases back, the ranking cut to its first chunk.
     from_run_dir = cases_from_jsonl((run_dir / CASES_FILE).read_text(), "run directory")
-    assert RunStore(uri).cases(run_id) == from_run_dir
+    logged = RunStore(uri).cases(run_id)
+    assert [c.id for c in logged] == [c.id for c in from_run_dir]
+    for back, local in zip(logged, from_run_dir, strict=True):
+        assert (back.type, back.split, back.answerable) == (
+            local.type,
+            local.split,
+            local.answerable,
+        )
+        assert back.metrics == local.metrics and back.seconds == local.seconds
+        first = [c._replace(score=round(c.score, 3)) for c in local.retrieved[:1]]
+        assert list(back.retrieved) == first
     values = read_case_values("recall_at_5", None, run_id, client)
     assert isinstance(values, CaseValues)
     assert values == CaseValues.from_cases(from_run_dir, "recall_at_5", "run directory")
 
 
-def test_readers_fall_back_to_the_plain_file_of_runs_logged_before(tmp_path: Path) -> None:
+def test_readers_fall_back_to_the_files_of_runs_logged_before(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
     experiment = client.create_experiment("old", artifact_location=str(tmp_path / "art"))
@@ -213,10 +248,102 @@ def test_readers_fall_back_to_the_plain_file_of_runs_logged_before(tmp_path: Pat
     assert artifact_text(client, run_id, CHUNKS_FILE) == '{"chunk_id": "a"}\n'
     with pytest.raises(FileNotFoundError, match=r"'cases.jsonl.gz' or 'cases.jsonl'"):
         artifact_text(client, run_id, CASES_FILE)
+    whole = {  # a whole row, as runs logged before the table held the shown fields
+        "id": "q1",
+        "type": "factual",
+        "split": "tuning",
+        "answerable": True,
+        "metrics": {"recall_at_5": 1.0},
+        "latency_ms": 1.5,
+        "retrieved": {
+            "chunk_id": ["a@0-9", "a@9-20"],
+            "doc": ["a", "a"],
+            "start": [0, 9],
+            "end": [9, 20],
+            "score": [2.0, 1.0],
+        },
+    }
+    (tmp_path / "cases.jsonl.gz").write_bytes(gzip.compress(json.dumps(whole).encode() + b"\n"))
+    client.log_artifact(run_id, str(tmp_path / "cases.jsonl.gz"))
+    (case,) = RunStore(uri).cases(run_id)
+    assert len(case.retrieved) == 2 and case.metrics == {"recall_at_5": 1.0}
     (tmp_path / "cases.jsonl.gz").write_bytes(b"not gzip")
     client.log_artifact(run_id, str(tmp_path / "cases.jsonl.gz"))
     with pytest.raises(OSError, match="not a readable gzip file"):
         artifact_text(client, run_id, CASES_FILE)
+
+
+def test_a_stored_row_without_its_table_is_an_error_naming_the_table(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("lost", artifact_location=str(tmp_path / "art"))
+    run_id = client.create_run(experiment).info.run_id
+    row = {"id": "q1", "split": "tuning", "metrics": None, "latency_ms": 1.0}
+    (tmp_path / "cases.jsonl.gz").write_bytes(gzip.compress(json.dumps(row).encode() + b"\n"))
+    client.log_artifact(run_id, str(tmp_path / "cases.jsonl.gz"))
+    with pytest.raises(FileNotFoundError, match=r"cases_table\.json"):
+        artifact_text(client, run_id, CASES_FILE)
+    client.log_text(run_id, '{"columns": ["type"], "data": []}', "cases_table.json")
+    with pytest.raises(OSError, match=r"cases_table.json of run .* does not match"):
+        artifact_text(client, run_id, CASES_FILE)
+
+
+def test_a_table_row_is_bounded_whatever_the_texts() -> None:
+    """Every cell is cut or rounded: a row of the longest texts, most spans, largest
+    offsets and ten cut-offs stays within ROW_CHAR_BOUND characters beside its ids."""
+    doc = "d"
+    spans = [EvidenceSpan(doc, 10**6 + 600 * i, 10**6 + 600 * i + 500) for i in range(7)]
+    case = GoldenCase("x" * 40, "q " * 900, "t", True, "tuning", tuple(spans), None, 1)
+    corpus = Corpus((Document(doc, "word " * 300_000),), "test")
+    top = RetrievedChunk(f"{doc}@0-1", doc, 10**9, 10**9 + 800, -123456.123456789)
+    ks = (1, 2, 3, 5, 10, 20, 50)
+    budgets = (1000, 2000, 4000)
+    metrics = {f"hit_at_{k}": 1.0 for k in ks} | {f"hit_at_{b}c": 1.0 for b in budgets}
+    result = CaseResult(case.id, "t", "tuning", True, {**metrics, "mrr": 1 / 12}, (top,), 0.1)
+    fields = case_fields(case, result, corpus, "long text " * 1000)
+    row = TableLayout(ks, budgets).row(fields, result)
+    encoded = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+    ids = encoded.count(doc + "@") * len(doc) + len(case.type)
+    assert len(encoded) - ids <= ROW_CHAR_BOUND
+    assert len(row[2]) == QUESTION_CHARS and "+5 more" in row[3]
+
+
+@pytest.mark.slow
+def test_a_squad_run_uploads_at_most_a_megabyte(tmp_path: Path) -> None:
+    """The artifact budget (docs/tracking.md): one SQuAD run, default config, tuning split,
+    within 1,000,000 bytes, because each case adds a bounded table row and one compressed
+    line of metrics, and nothing grows with the corpus, the chunk size or the ranking."""
+    if not SQUAD_FILE.is_file():
+        pytest.skip(f"{SQUAD_FILE} is not available")
+    data = tmp_path / "squad"
+    import_squad(SQUAD_FILE, data)
+    out = ragsweep(
+        tmp_path,
+        f"paths.output_dir={tmp_path / 'out'}",
+        "corpus=squad",
+        "golden=squad",
+        f"corpus.path={data / 'corpus.jsonl'}",
+        f"golden.path={data / 'golden.jsonl'}",
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    (root,) = (tmp_path / "out" / "mlartifacts").glob("*/artifacts")
+    sizes = {
+        p.relative_to(root).as_posix(): p.stat().st_size for p in root.rglob("*") if p.is_file()
+    }
+    (run_dir,) = (tmp_path / "out" / "runs").glob("*/*")
+    n_cases = len(rows(run_dir / CASES_FILE))
+    assert n_cases > 4000
+    per_case = sizes["cases_table.json"] + sizes["cases.jsonl.gz"]
+    assert per_case <= n_cases * PER_CASE_BYTES, sizes
+    assert sum(sizes.values()) - per_case <= PER_RUN_BYTES, sizes
+    assert sum(sizes.values()) <= 1_000_000, sizes
+
+
+PER_CASE_BYTES = 240
+"""docs/tracking.md, "Artifact budget": a SQuAD case averages 223 bytes (its table row 197,
+its compressed line 26)."""
+PER_RUN_BYTES = 75_000
+"""The files that grow with the question types and measures, not the cases (69 kB on SQuAD)."""
 
 
 NO_MLFLOW = """

@@ -13,20 +13,23 @@ metrics, so the run page and the compare view list a few dozen rows that matter:
   run has stages);
 - with a judge, its overall figures ``judge/<metric>`` (docs/judge.md).
 
-Every figure, headline included, goes to the run's MLflow table ``figures.json`` (columns
-``figure``, ``value``; the same names); per-type figures also to ``by_type.json`` (one row
-per slice and measure, with its interval and ``n``). Readers that need a figure outside the
-headline (a gate floor on ``by_type/<type>/mrr``, promotion's per-type table) read
-``figures.json`` (:func:`read_figures`). docs/tracking.md lists the names and meanings;
-:data:`DOCUMENTED` is that list.
+Every figure, headline included, goes to the run's MLflow tables: the per-type means and
+intervals (``by_type/<type>/<measure>``) to ``by_type.json`` (one row per slice and measure,
+with its interval and ``n``), every other figure to ``figures.json`` (columns ``figure``,
+``value``; the same names), so no figure is stored twice. Readers that need a figure
+outside the headline (a gate floor on ``by_type/<type>/mrr``, promotion's per-type table)
+read both (:func:`read_figures`, :func:`by_type_figures`). docs/tracking.md lists the
+names and meanings; :data:`DOCUMENTED` is that list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ragsweep.evaluate import Summary
 from ragsweep.measures import HIT, MRR, RECALL, Measure, computed
+from ragsweep.metric_keys import by_type_key
 from ragsweep.tables import read_table
 from ragsweep.uncertainty import interval_keys
 
@@ -37,6 +40,9 @@ BY_TYPE_FILE = "by_type.json"
 mean, its 95% interval and the number of answerable cases."""
 FIGURE_COLUMNS = ("figure", "value")
 BY_TYPE_COLUMNS = ("slice", "type", "n", "measure", "mean", "ci_low", "ci_high")
+TYPE_SLICE = "type"
+"""The ``slice`` of a ``by_type.json`` row for one question type (beside ``overall`` and
+``weakest``)."""
 
 HEADLINE_FAMILIES = (RECALL, HIT)
 """Families logged at every cut-off and every budget of the run."""
@@ -134,6 +140,20 @@ def read_figures(text: str, source: str) -> dict[str, float]:
     return {str(row["figure"]): float(row["value"]) for row in read_table(text, source)}
 
 
+def by_type_figures(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The ``by_type/<type>/<measure>`` figures (mean and interval bounds) of the ``type``
+    rows of a ``by_type.json`` (rows as ``{column: value}``, :data:`BY_TYPE_COLUMNS`): the
+    figures ``figures.json`` leaves out."""
+    figures: dict[str, float] = {}
+    for row in rows:
+        if row["slice"] != TYPE_SLICE:
+            continue
+        name = by_type_key(str(row["type"]), str(row["measure"]))
+        low, high = interval_keys(name)
+        figures.update({name: row["mean"], low: row["ci_low"], high: row["ci_high"]})
+    return {k: float(v) for k, v in figures.items()}
+
+
 def by_type_rows(summary: Summary) -> list[list[object]]:
     """The rows of ``by_type.json``: overall, each question type (its name as in the golden
     set), then the weakest type, each with every measure of the run."""
@@ -142,7 +162,7 @@ def by_type_rows(summary: Summary) -> list[list[object]]:
     slices = [
         ("overall", "", n_all, summary.overall, summary.intervals),
         *(
-            ("type", t, summary.scored_counts.get(t, 0), means, summary.by_type_intervals[t])
+            (TYPE_SLICE, t, summary.scored_counts.get(t, 0), means, summary.by_type_intervals[t])
             for t, means in summary.by_type.items()
         ),
         ("weakest", "", None, summary.by_type_min, summary.by_type_min_intervals),

@@ -19,6 +19,7 @@ from ragsweep.run_metrics import (
     BY_TYPE_FILE,
     FIGURE_COLUMNS,
     FIGURES_FILE,
+    by_type_figures,
     by_type_rows,
     figure_rows,
     split_figures,
@@ -76,19 +77,21 @@ def run_record(
     """The MLflow record of one run, and its table artifacts written into ``output_dir``.
 
     ``figures`` is every figure the run computed: the headline set
-    (:mod:`ragsweep.run_metrics`) becomes MLflow metrics, all of them ``figures.json``, and
-    ``summary``'s per-type means ``by_type.json``. Params are :func:`run_params`; the name
-    is :func:`ragsweep.run_names.run_name`, the description :func:`ragsweep.run_notes.run_note`;
-    the run is nested under ``tracking.parent_run_id`` when one is set.
+    (:mod:`ragsweep.run_metrics`) becomes MLflow metrics; ``summary``'s per-type means go to
+    ``by_type.json`` and every other figure to ``figures.json``. Params are
+    :func:`run_params`; the name is :func:`ragsweep.run_names.run_name`, the description
+    :func:`ragsweep.run_notes.run_note`; the run is nested under ``tracking.parent_run_id``
+    when one is set.
     """
     cfg = resolved.cfg
     parent = cfg.tracking.parent_run_id
     metrics = split_figures(figures, cfg.eval.ks, cfg.eval.budgets, resolved.objective.name)
-    tables = [write_table(output_dir / FIGURES_FILE, FIGURE_COLUMNS, figure_rows(figures))]
+    by_type = by_type_rows(summary) if summary is not None else []
+    in_by_type = by_type_figures(dict(zip(BY_TYPE_COLUMNS, row, strict=True)) for row in by_type)
+    rest = {k: v for k, v in figures.items() if k not in in_by_type}  # each figure once
+    tables = [write_table(output_dir / FIGURES_FILE, FIGURE_COLUMNS, figure_rows(rest))]
     if summary is not None:
-        tables.append(
-            write_table(output_dir / BY_TYPE_FILE, BY_TYPE_COLUMNS, by_type_rows(summary))
-        )
+        tables.append(write_table(output_dir / BY_TYPE_FILE, BY_TYPE_COLUMNS, by_type))
     listed = {tag.LOGGED_ARTIFACTS: logged_tables_tag([p.name for p in tables], tags)}
     return RunRecord(
         run_name=run_name(resolved, origin),

@@ -28,7 +28,9 @@ def write_table(path: Path, columns: Sequence[str], rows: Iterable[Sequence[Any]
     for number, row in enumerate(data):
         if len(row) != len(columns):
             raise ValueError(f"{path.name}: row {number} has {len(row)} values, not {len(columns)}")
-    text = json.dumps({"columns": list(columns), "data": data}, ensure_ascii=False)
+    text = json.dumps(
+        {"columns": list(columns), "data": data}, ensure_ascii=False, separators=(",", ":")
+    )
     write_text_atomic(path, text + "\n")
     return path
 

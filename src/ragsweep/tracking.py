@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsweep import tags as tag
-from ragsweep.artifact_store import stored_copy
+from ragsweep.artifact_store import LOCAL_ONLY_FILES, stored_copy
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.errors import RagsweepError
 from ragsweep.tracking_store import (
@@ -225,8 +225,8 @@ def _write_run(cfg: TrackingConfig, record: RunRecord) -> str:
 
 
 def _upload(artifact_uri: str, tracking: str, run_dir: Path) -> None:
-    """Copy :func:`uploaded_files` to the run's artifact location, ``cases.jsonl`` and
-    ``chunks.jsonl`` gzip-compressed (:func:`ragsweep.artifact_store.stored_copy`). The
+    """Copy :func:`uploaded_files` to the run's artifact location, ``cases.jsonl``
+    gzip-compressed beside the table (:func:`ragsweep.artifact_store.stored_copy`). The
     repository is made from the ``artifact_uri`` the new run came with:
     ``client.log_artifact`` would first fetch the whole run (every metric) to look it up."""
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
@@ -267,9 +267,10 @@ def packed_batches(
         yield some_params, some_metrics
 
 
-SKIPPED_UPLOADS = frozenset({RECORD_FILE})
+SKIPPED_UPLOADS = frozenset({RECORD_FILE, *LOCAL_ONLY_FILES})
 """Run-directory files not uploaded: ``record.json`` holds what the run itself receives as
-params, metrics and tags (it stays in the directory for ``ragsweep-log``)."""
+params, metrics and tags (it stays in the directory for ``ragsweep-log``); ``chunks.jsonl``
+stays local to keep the artifact budget (:data:`ragsweep.artifact_store.LOCAL_ONLY_FILES`)."""
 
 
 def uploaded_files(run_dir: Path) -> list[Path]:

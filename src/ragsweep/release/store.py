@@ -21,7 +21,8 @@ from ragsweep.artifact_store import artifact_text
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.evaluate import CASES_FILE, CaseResult, cases_from_jsonl
 from ragsweep.release.errors import RunLookupError
-from ragsweep.run_metrics import FIGURES_FILE, read_figures
+from ragsweep.run_metrics import BY_TYPE_FILE, FIGURES_FILE, by_type_figures, read_figures
+from ragsweep.tables import read_table
 from ragsweep.tracking_store import open_client, tracking_uri
 
 HOLDOUT = "holdout"
@@ -95,9 +96,9 @@ class RunStore:
         return self.with_figures(_logged_run(run))
 
     def with_figures(self, run: LoggedRun) -> LoggedRun:
-        """``run`` with every figure it computed as its metrics: its ``figures.json`` table
-        over its MLflow metrics, which hold only the headline set
-        (:mod:`ragsweep.run_metrics`); a run without the table keeps its metrics."""
+        """``run`` with every figure it computed as its metrics: its ``figures.json`` and
+        ``by_type.json`` tables over its MLflow metrics, which hold only the headline set
+        (:mod:`ragsweep.run_metrics`); a run without the tables keeps its metrics."""
         try:
             text = self._artifact_text(run.run_id, FIGURES_FILE)
         except RunLookupError:
@@ -106,7 +107,19 @@ class RunStore:
             figures = read_figures(text, f"{FIGURES_FILE} of run {run.run_id}")
         except ValueError as exc:
             raise RunLookupError(str(exc)) from exc
-        return replace(run, metrics={**run.metrics, **figures})
+        return replace(run, metrics={**run.metrics, **self._by_type(run.run_id), **figures})
+
+    def _by_type(self, run_id: str) -> dict[str, float]:
+        """The per-type figures of the run's ``by_type.json`` (none without the table)."""
+        try:
+            text = self._artifact_text(run_id, BY_TYPE_FILE)
+        except RunLookupError:
+            return {}
+        source = f"{BY_TYPE_FILE} of run {run_id}"
+        try:
+            return by_type_figures(read_table(text, source))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RunLookupError(f"{source}: {exc}") from exc
 
     def experiment_name(self, experiment_id: str) -> str:
         return str(self.client.get_experiment(experiment_id).name)
