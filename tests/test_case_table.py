@@ -45,9 +45,9 @@ from tests.conftest import HANDBOOK, SQUAD_FILE
 
 BIN = Path(sys.executable).parent
 DOCUMENTED_COLUMNS = [  # docs/formats.md, "cases_table.json"
+    "question",
     "type",
     "answerable",
-    "question",
     "evidence",
     "evidence_text",
     "first_hit_rank",
@@ -305,7 +305,7 @@ def test_a_table_row_is_bounded_whatever_the_texts() -> None:
     encoded = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
     ids = encoded.count(doc + "@") * len(doc) + len(case.type)
     assert len(encoded) - ids <= ROW_CHAR_BOUND
-    assert len(row[2]) == QUESTION_CHARS and "+5 more" in row[3]
+    assert len(row[0]) == QUESTION_CHARS and "+5 more" in row[3]
 
 
 @pytest.mark.slow

@@ -101,7 +101,8 @@ def test_end_to_end_bm25(compose_config, mini_project: Path, synonyms: Path) -> 
     assert tags["ragsweep.embedding.backend"] == "bm25"
     assert len(tags["ragsweep.golden_digest"]) == 64
     artifacts = {a.path for a in client.list_artifacts(result.run_id)}
-    assert {"config.yaml", "cases.jsonl.gz", "chunks.jsonl.gz", "report.md"} <= artifacts
+    assert {"config.yaml", "cases.jsonl.gz", "cases_table.json", "report.md"} <= artifacts
+    assert "chunks.jsonl.gz" not in artifacts  # chunk texts stay in the run directory
     assert run.inputs.dataset_inputs[0].dataset.name == "golden.jsonl"
 
 

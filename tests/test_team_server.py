@@ -30,6 +30,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from ragsweep import tags as tag
+from ragsweep.case_table import SHOWN_FIELDS
 from ragsweep.tracking import DatasetInput, _log_dataset
 from tests.team_server import PostgresCluster, TeamServer, postgres_bin
 from tests.test_pipeline import project_overrides
@@ -151,8 +152,11 @@ def files_below(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
 
 
-COMPRESSED = ("cases.jsonl", "chunks.jsonl")
-"""Run-directory files the store holds gzip-compressed, as ``NAME.gz`` (docs/tracking.md)."""
+COMPRESSED = ("cases.jsonl",)
+"""Run-directory files the store holds gzip-compressed, as ``NAME.gz`` (docs/tracking.md);
+``cases.jsonl`` without what its table shows."""
+LOCAL_ONLY = ("chunks.jsonl", "record.json")
+"""Run-directory files not uploaded (docs/tracking.md, "Artifact budget")."""
 
 
 def stored_files(run_dir: Path) -> dict[str, Path]:
@@ -161,7 +165,7 @@ def stored_files(run_dir: Path) -> dict[str, Path]:
     stored: dict[str, Path] = {}
     for name in files_below(run_dir):
         path = run_dir / name
-        if path.name == "record.json" or path.stat().st_size == 0:
+        if path.name in LOCAL_ONLY or path.stat().st_size == 0:
             continue
         stored[f"{name}.gz" if name in COMPRESSED else name] = path
     return stored
@@ -171,6 +175,18 @@ def stored_content(path: Path) -> bytes:
     """A stored artifact's bytes, decompressed when it is one of the :data:`COMPRESSED`."""
     raw = path.read_bytes()
     return gzip.decompress(raw) if path.suffix == ".gz" else raw
+
+
+def expected_content(source: Path) -> bytes:
+    """What the store holds of run-directory file ``source``: its bytes, for ``cases.jsonl``
+    each row without the fields its table shows."""
+    if source.name != "cases.jsonl":
+        return source.read_bytes()
+    lines = source.read_text(encoding="utf-8").splitlines()
+    rows = ({k: v for k, v in json.loads(line).items() if k not in SHOWN_FIELDS} for line in lines)
+    return "".join(
+        json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows
+    ).encode("utf-8")
 
 
 def test_every_artifact_is_stored_by_the_server_and_downloads_unchanged(
@@ -191,13 +207,13 @@ def test_every_artifact_is_stored_by_the_server_and_downloads_unchanged(
         run_dir = run_dirs[child.data.tags[tag.RECORD_ID]]
         assert {"cases.jsonl", "chunks.jsonl", "config.yaml", "record.json"} <= files_below(run_dir)
         expected = stored_files(run_dir)
-        assert {"cases.jsonl.gz", "chunks.jsonl.gz", "config.yaml"} <= expected.keys()
+        assert {"cases.jsonl.gz", "cases_table.json", "config.yaml"} <= expected.keys()
         assert artifact_files(client, run_id) == expected.keys()
         stored = team_server.artifacts / team_sweep.experiment_id / run_id / "artifacts"
         assert files_below(stored) == expected.keys()
         downloaded = Path(client.download_artifacts(run_id, "", str(tmp_path / run_id)))
         for name, source in expected.items():
-            assert stored_content(downloaded / name) == source.read_bytes(), name
+            assert stored_content(downloaded / name) == expected_content(source), name
 
     parent_id = team_sweep.parent.info.run_id
     assert set(PARENT_FILES) <= artifact_files(client, parent_id)

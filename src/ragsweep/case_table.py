@@ -104,7 +104,8 @@ class TableLayout:
     rounded, and only the top chunk of the ranking is shown. The ``hit_at_*`` cells are 1
     (hit) or 0; an unanswerable case (``answerable`` false) has no evidence to hit, so its
     cells are 0 and it is scored by no metric. Rows are in the order of the run's
-    ``cases.jsonl``; the case ids are there, not here (:func:`stored_case_row`)."""
+    ``cases.jsonl``; the case ids are there, not here (:func:`stored_case_row`). The question
+    comes first: MLflow's evaluation view lists one row per value of the first column."""
 
     ks: tuple[int, ...]
     budgets: tuple[int, ...]
@@ -120,9 +121,9 @@ class TableLayout:
     def columns(self) -> list[str]:
         """Every column, in table order."""
         return [
+            "question",
             "type",
             "answerable",
-            "question",
             "evidence",
             "evidence_text",
             "first_hit_rank",
@@ -141,9 +142,9 @@ class TableLayout:
         shown = evidence[:EVIDENCE_SPANS_SHOWN]
         more = [f"+{len(evidence) - len(shown)} more"] if len(evidence) > len(shown) else []
         return [
+            excerpt(fields["question"], QUESTION_CHARS),
             result.type,
             result.answerable,
-            excerpt(fields["question"], QUESTION_CHARS),
             SEPARATOR.join([*(location(e["doc"], e["start"], e["end"]) for e in shown), *more]),
             excerpt(SEPARATOR.join(e["text"] for e in evidence), TABLE_EVIDENCE_CHARS),
             fields["first_hit_rank"],
