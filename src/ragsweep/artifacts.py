@@ -1,6 +1,7 @@
 """A run directory's files: ``config.yaml``, ``cases.jsonl``, ``cases_table.json``,
 ``chunks.jsonl``, ``report.md`` and the metrics plot. The run directory holds everything
-MLflow gets, so a run is inspectable without MLflow (docs/tracking.md lists the files).
+MLflow gets, and more (the whole rankings, the chunk texts), so a run is inspectable without
+MLflow (docs/tracking.md lists the files and what the store keeps of them).
 
 Their size is bounded by the number of cases, not by the corpus: ``chunks.jsonl`` lists
 only the chunks some case retrieved, at most cases × ``retrieval.top_k`` rows, and texts in
