@@ -27,7 +27,7 @@ from ragsweep.run_metrics import (
     headline_names,
     read_figures,
 )
-from ragsweep.run_names import launch_origin, result_overrides, sweep_child_name
+from ragsweep.run_names import launch_origin, result_overrides, short_keys, sweep_child_name
 from ragsweep.run_record import run_params
 from ragsweep.sweep.notes import run_link
 from ragsweep.sweep.runs import best_key, trail_key
@@ -161,16 +161,19 @@ def test_names_say_axis_and_value_and_never_collide(logged: dict[str, Any]) -> N
     parent_id = logged["parent"].info.run_id
     for child in logged["children"]:
         tags = child.data.tags
-        expected = f"{tags[tag.AXIS]}={tags[tag.AXIS_VALUE]} #{parent_id[:6]}"
+        axis = tags[tag.AXIS].rsplit(".", 1)[-1]  # chunking.size → size: the sweep's only size
+        expected = f"{axis}={tags[tag.AXIS_VALUE]} #{parent_id[:4]}"
         assert child.info.run_name == expected
-        assert len(expected) <= 40
+        if tags[tag.AXIS] == "chunking.size":  # what MLflow 3.17's Run Name column shows
+            assert len(expected) <= 18, expected
     assert "preprocess=none #" in " ".join(names)  # the option the user typed, not "raw"
+    assert "size=120 #" in " ".join(names)
     for run in logged["grid"]:  # a grid job lists its overrides, with the grid's suffix
         assert re.fullmatch(
             r"preprocess=\w+ chunking\.size=\d+ chunking\.overlap=20 #[0-9a-f]{6}",
             run.info.run_name,
         )
-    assert logged["parent"].info.run_name == f"sweep mini #{parent_id[:6]}"
+    assert logged["parent"].info.run_name == f"sweep mini #{parent_id[:4]}"
 
 
 @pytest.mark.slow
@@ -217,8 +220,18 @@ def test_names_keep_only_the_overrides_that_change_a_result() -> None:
     ]
     assert result_overrides(typed) == ["preprocess=none", "chunking.size=400", "+eval.ks=[1,5]"]
     assert sweep_child_name((("chunking.mode", "heading"),), "3204f520119c48") == (
-        "chunking.mode=heading #3204f5"
+        "mode=heading #3204"
     )
+    swept = ["embedding.model", "rerank.model", "chunking.size"]
+    assert sweep_child_name((("rerank.model", "m2"),), "3204f5", swept) == "rerank.model=m2 #3204"
+    two_keys = (("chunking.size", "400"), ("embedding.model", "m1"))
+    assert sweep_child_name(two_keys, "ab12cd", swept) == "size=400 embedding.model=m1 #ab12"
+    assert short_keys(["a.x", "b.x", "x", "c.y"]) == {
+        "a.x": "a.x",
+        "b.x": "b.x",
+        "x": "x",
+        "c.y": "y",
+    }
 
 
 def test_params_leave_out_bookkeeping_and_stages_that_are_off() -> None:

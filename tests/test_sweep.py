@@ -269,7 +269,7 @@ def test_a_job_that_failed_while_logging_keeps_one_child_run(tmp_path: Path, out
     (failed,) = children
     assert failed.info.status == "FAILED"
     parent_id = failed.data.tags["mlflow.parentRunId"]
-    assert failed.info.run_name == f"FAILED chunking.mode=paragraph #{parent_id[:6]}"
+    assert failed.info.run_name == f"FAILED mode=paragraph #{parent_id[:4]}"
     assert failed.data.params["chunking.mode"] == "paragraph"  # completed by the sweeper
     assert failed.data.tags["ragsweep.config_hash"] == result.axes[0].trials[1].config_hash
     assert "not a valid metric name!" in failed.data.tags["ragsweep.error"]

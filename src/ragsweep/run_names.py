@@ -1,24 +1,29 @@
 """Run names a user can read in the MLflow runs table (docs/tracking.md, "Run names").
 
 A name is a label, what the run was for in the words the user typed, then ``#`` and a short
-suffix that tells launches apart: ``chunking.mode=heading #3f9c1a``.
+suffix that tells launches apart: ``mode=heading #3f9c``.
 
-- a sweep child: ``<axis key>=<value>`` (every key of a multi-key axis), suffix from the
-  parent run's id, so the children of one sweep share it (:func:`sweep_child_name`);
+- a sweep child: ``<axis>=<value>`` (every key of a multi-key axis), each axis key shortened
+  to its last dotted part (``chunking.overlap`` → ``overlap``) unless another swept key of
+  the sweep ends the same way (``embedding.model`` and ``rerank.model`` stay whole); suffix
+  from the parent run's id, so the children of one sweep share it (:func:`sweep_child_name`);
 - a grid job (``ragsweep -m a=1,2``): its result-affecting overrides, suffix from the grid's
   sweep directory, shared by the grid's jobs;
 - a single run: its result-affecting overrides (``defaults`` without any), suffix from its
   run directory.
 
-``tracking.run_name`` replaces the whole name. Names stay short (about 40 characters with
-one or two overrides) so the runs table does not cut them off.
+``tracking.run_name`` replaces the whole name. A sweep child's name fits MLflow's default
+*Run Name* column (MLflow 3.17 shows about 18 characters: ``overlap=0 #27a1``); its 4-hex
+suffix (:data:`SWEEP_SUFFIX_CHARS`) tells sweeps apart, and grids and single runs keep 6
+(:data:`SUFFIX_CHARS`), so a sweep's names never equal a grid's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,11 @@ from ragsweep.hashing import sha256_text
 from ragsweep.run_config import ResolvedConfig, RunConfig, hashed_groups
 
 SUFFIX_CHARS = 6
+"""Hex characters of a grid job's or a single run's suffix."""
+SWEEP_SUFFIX_CHARS = 4
+"""Hex characters of the parent run's id in a sweep's names: two sweeps of one experiment
+share it with a chance of 1 in 65,536, and then their names still differ unless they also
+swept the same axis to the same value."""
 NO_OVERRIDES = "defaults"
 
 
@@ -56,16 +66,29 @@ def with_suffix(label: str, identity: str) -> str:
     return f"{label} #{sha256_text(identity)[:SUFFIX_CHARS]}"
 
 
-def sweep_child_name(assignments: Sequence[tuple[str, str]], parent_run_id: str) -> str:
-    """``chunking.mode=heading #<parent id>``: the axis keys and values, then the first
-    characters of the parent run's id (the same for every child of the sweep)."""
-    label = " ".join(f"{key}={text}" for key, text in assignments)
-    return f"{label} #{parent_run_id[:SUFFIX_CHARS]}"
+def sweep_child_name(
+    assignments: Sequence[tuple[str, str]], parent_run_id: str, swept_keys: Iterable[str] = ()
+) -> str:
+    """``mode=heading #<parent id>``: the axis keys (:func:`short_keys` among every key
+    ``swept_keys`` of the sweep) and values, then the first characters of the parent run's
+    id (the same for every child of the sweep)."""
+    short = short_keys([*swept_keys, *(key for key, _ in assignments)])
+    label = " ".join(f"{short[key]}={text}" for key, text in assignments)
+    return f"{label} #{parent_run_id[:SWEEP_SUFFIX_CHARS]}"
+
+
+def short_keys(keys: Iterable[str]) -> dict[str, str]:
+    """Each key → its last dotted part (``chunking.overlap`` → ``overlap``), or the key
+    itself when another of ``keys`` has the same last part."""
+    unique = list(dict.fromkeys(keys))
+    last = {key: key.rsplit(".", 1)[-1] for key in unique}
+    counts = Counter(last.values())
+    return {key: part if counts[part] == 1 else key for key, part in last.items()}
 
 
 def sweep_parent_name(sweep: str, parent_run_id: str) -> str:
     """``sweep chunking #<parent id>``."""
-    return f"sweep {sweep} #{parent_run_id[:SUFFIX_CHARS]}"
+    return f"sweep {sweep} #{parent_run_id[:SWEEP_SUFFIX_CHARS]}"
 
 
 def result_overrides(overrides: Sequence[str]) -> list[str]:

@@ -547,6 +547,11 @@ class _SweepRun:
             self.state.next_job += len(batch)
         return returns
 
+    @property
+    def _swept_keys(self) -> list[str]:
+        """Every key the sweep's axes set (names shorten each to what tells it apart)."""
+        return [key for axis in self.spec.axes for key in axis.keys]
+
     def _tracking_lines(self, number: int, axis: Axis, point: Point) -> list[str]:
         """Overrides that attach a job's run to the parent and tag its axis and value."""
         if self.runs is None:
@@ -557,7 +562,7 @@ class _SweepRun:
         pairs = ", ".join(f"{key}: {override_text(str(value))}" for key, value in tags.items())
         lines = [f"tracking.parent_run_id={self.runs.parent_id}", f"++tracking.tags={{{pairs}}}"]
         if RUN_NAME_KEY not in self.fixed:  # the user's tracking.run_name wins
-            name = sweep_child_name(point.assignments, self.runs.parent_id)
+            name = sweep_child_name(point.assignments, self.runs.parent_id, self._swept_keys)
             lines.append(f"{RUN_NAME_KEY}={override_text(name)}")
         return lines
 
@@ -580,7 +585,8 @@ class _SweepRun:
 
         job_dir = _job_dir(ret) or self.sweep_dir / f"failed-{(composed.config_hash or 'job')[:12]}"
         self.runs.record_failure(
-            run_name=f"FAILED {sweep_child_name(point.assignments, self.runs.parent_id)}",
+            run_name="FAILED "
+            + sweep_child_name(point.assignments, self.runs.parent_id, self._swept_keys),
             params=run_params(composed.resolved),
             tags={
                 **child_tags(self.spec, number, axis.label, point.label),
