@@ -167,7 +167,7 @@ def test_names_say_axis_and_value_and_never_collide(logged: dict[str, Any]) -> N
         if tags[tag.AXIS] == "chunking.size":  # what MLflow 3.17's Run Name column shows
             assert len(expected) <= 18, expected
     assert "preprocess=none #" in " ".join(names)  # the option the user typed, not "raw"
-    assert "size=120 #" in " ".join(names)
+    assert "size=200 #" in " ".join(names)
     for run in logged["grid"]:  # a grid job lists its overrides, with the grid's suffix
         assert re.fullmatch(
             r"preprocess=\w+ chunking\.size=\d+ chunking\.overlap=20 #[0-9a-f]{6}",
