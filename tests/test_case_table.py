@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,8 @@ from ragsweep.case_table import (
     case_fields,
     excerpt,
     first_hit_rank,
+    rebuilt_case_row,
+    stored_case_row,
 )
 from ragsweep.corpus import Corpus, Document
 from ragsweep.evaluate import CaseResult, RetrievedChunk, cases_from_jsonl
@@ -306,6 +309,33 @@ def test_a_table_row_is_bounded_whatever_the_texts() -> None:
     ids = encoded.count(doc + "@") * len(doc) + len(case.type)
     assert len(encoded) - ids <= ROW_CHAR_BOUND
     assert len(row[0]) == QUESTION_CHARS and "+5 more" in row[3]
+
+
+def test_a_top_chunk_whose_id_is_not_its_location_keeps_its_id() -> None:
+    """An external index names its chunks itself: the stored row keeps that id, which the
+    table's location (``doc@start-end``) would not give back."""
+    top = RetrievedChunk("ext-17", "d@v2", 5, 40, 1.23456)
+    second = RetrievedChunk("ext-18", "d@v2", 40, 90, 1.0)
+    result = CaseResult(
+        "q1", "t", "tuning", True, {"hit_at_1": 1.0, "mrr": 1.0}, (top, second), 0.002
+    )
+    case = GoldenCase("q1", "Where?", "t", True, "tuning", (EvidenceSpan("d@v2", 6, 9),), None, 1)
+    corpus = Corpus((Document("d@v2", "x" * 100),), "test")
+    fields = case_fields(case, result, corpus, "the top text")
+    layout = TableLayout((1,), ())
+    row = {**result.to_json(), **fields}
+    stored = stored_case_row(row)
+    assert stored == {
+        "id": "q1",
+        "split": "tuning",
+        "metrics": {"hit_at_1": 1.0, "mrr": 1.0},
+        "latency_ms": 2.0,
+        "top_chunk_id": "ext-17",
+    }
+    table_row = dict(zip(layout.columns, layout.row(fields, result), strict=True))
+    assert table_row["top_chunk"] == "d@v2@5-40"
+    back = CaseResult.from_json(rebuilt_case_row(stored, table_row))
+    assert back == replace(result, retrieved=(top._replace(score=1.235),))
 
 
 @pytest.mark.slow

@@ -12,10 +12,11 @@ suffix that tells launches apart: ``mode=heading #3f9c``.
 - a single run: its result-affecting overrides (``defaults`` without any), suffix from its
   run directory.
 
-``tracking.run_name`` replaces the whole name. A sweep child's name fits MLflow's default
-*Run Name* column (MLflow 3.17 shows about 18 characters: ``overlap=0 #27a1``); its 4-hex
-suffix (:data:`SWEEP_SUFFIX_CHARS`) tells sweeps apart, and grids and single runs keep 6
-(:data:`SUFFIX_CHARS`), so a sweep's names never equal a grid's.
+``tracking.run_name`` replaces the whole name. A sweep child's name starts with what
+MLflow's default *Run Name* column shows of it (about 15 characters under the parent in
+MLflow 3.17.2: ``overlap=0 #27a1`` whole); its 4-hex suffix (:data:`SWEEP_SUFFIX_CHARS`)
+tells sweeps apart, and grids and single runs keep 6 (:data:`SUFFIX_CHARS`), so a sweep's
+names never equal a grid's.
 """
 
 from __future__ import annotations
