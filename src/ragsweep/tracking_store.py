@@ -376,8 +376,13 @@ def open_client(uri: str, cfg: TrackingConfig | None = None) -> Any:
 
 
 def _client(uri: str, cfg: TrackingConfig | None) -> Any:
+    """An ``MlflowClient`` on ``uri``, once the store's background logs have landed (the
+    first time this process opens it, :func:`ragsweep.background_log.wait_for_pending`)."""
     from mlflow.tracking import MlflowClient
 
+    from ragsweep.background_log import wait_for_pending
+
+    wait_for_pending(uri)
     try:
         return MlflowClient(tracking_uri=uri)
     except Exception as exc:
