@@ -192,7 +192,17 @@ def wait_for_pending(
         return []
     out = stream or sys.stderr
     _wait_running(folder, out, wait_seconds)
-    failed = [_failure(marker) for marker in _markers(folder)]
+    return report_failed(uri, out)
+
+
+def report_failed(uri: str, stream: TextIO | None = None) -> list[Failed]:
+    """Report on ``stream`` (stderr) every background log to ``uri`` that ended without
+    logging its run (those still running are not waited for); return them."""
+    folder = pending_dir(uri)
+    if folder is None or not folder.is_dir():
+        return []
+    out = stream or sys.stderr
+    failed = [_failure(marker) for marker in _markers(folder) if not _locked(marker)]
     for failure in failed:
         print(
             f"error: the background MLflow log of {failure.run_dir} did not finish: "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ from ragsweep.tracking import RunRecord, find_logged, load_record, log_run
 from ragsweep.tracking_store import reason, tracking_uri
 
 EXIT_ERROR = 2
+BACKGROUND_NICENESS = 10
 
 
 class NotLoggedError(RagsweepError):
@@ -71,6 +73,7 @@ def log_in_background(marker: Path, run_dir: Path) -> int:
     """The detached logger a run starts (:func:`ragsweep.background_log.start`): log
     ``run_dir`` without waiting for other pending logs, then remove ``marker`` or record
     why it failed. Returns the exit status."""
+    os.nice(BACKGROUND_NICENESS)  # the user's next command comes first
     try:
         tracking, record = _load(run_dir, None)
         background_log.skip_waiting(tracking_uri(tracking))

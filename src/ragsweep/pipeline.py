@@ -289,24 +289,25 @@ def run_evaluation(
             done.judged,
         )
     run_id = None
-    handed_over = None
+    record = None
     timings = dict(done.timer.seconds)  # what the record logs; logging's own time is added
     if cfg.tracking.enabled:
         started = time.perf_counter()
         record = _record(resolved, done, cache_metrics, extra_tags, output_dir, origin)
-        if background:
-            handed_over = log_run_in_background(cfg.tracking, record)
-        else:
+        if not background:
             run_id = log_run(cfg.tracking, record)
-        timings["log_seconds"] = time.perf_counter() - started
+            timings["log_seconds"] = time.perf_counter() - started
     cache = done.cache
     cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
-    run_line = run_id or ("being logged in the background" if handed_over else "not logged")
-    facts = {**facts, "cache": cache_line, "run": run_line}
+    in_background = "being logged in the background" if record and background else None
+    facts = {**facts, "cache": cache_line, "run": run_id or in_background or "not logged"}
     print_summary(done.summary, cfg.eval, facts, console)
     if done.judged:
         done.judged.print_summary(console)
-    if handed_over is not None:
+    if record is not None and background:  # last, so the logger does not slow the summary
+        started = time.perf_counter()
+        handed_over = log_run_in_background(cfg.tracking, record)
+        timings["log_seconds"] = time.perf_counter() - started
         console.print(handed_over.describe(), soft_wrap=True, highlight=False)
     return RunResult(
         config_hash=resolved.config_hash,

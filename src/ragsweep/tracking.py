@@ -26,7 +26,7 @@ from typing import Any
 
 from ragsweep import tags as tag
 from ragsweep.artifact_store import stored_copy
-from ragsweep.background_log import LOG_FILE, BackgroundLog
+from ragsweep.background_log import LOG_FILE, BackgroundLog, report_failed
 from ragsweep.background_log import start as start_background_log
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.errors import RagsweepError
@@ -202,8 +202,10 @@ def log_run(cfg: TrackingConfig, record: RunRecord) -> str:
 def log_run_in_background(cfg: TrackingConfig, record: RunRecord) -> BackgroundLog:
     """Save ``record.json`` and hand the run to a detached ``ragsweep-log`` process
     (:func:`ragsweep.background_log.start`); return at once, without importing MLflow."""
+    uri = tracking_uri(cfg)
+    report_failed(uri)  # earlier background logs that did not land: say so at every run
     save_record(cfg, record)
-    return start_background_log(tracking_uri(cfg), record.record_id, record.artifacts_dir)
+    return start_background_log(uri, record.record_id, record.artifacts_dir)
 
 
 def _uri_or_config(cfg: TrackingConfig) -> str:
