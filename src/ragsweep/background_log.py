@@ -23,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -45,6 +46,9 @@ LOG_FILE = "ragsweep-log.txt"
 """In a run directory: what its background ``ragsweep-log`` printed (not uploaded)."""
 MARKER_SUFFIX = ".json"
 FAILED_SUFFIX = ".failed"
+RUN_EXIT_SECONDS = 5.0
+"""At most this long the background logger waits for its run's process to end before it
+logs anyway (a program that calls ragsweep and goes on running)."""
 PROGRESS_SECONDS = 5.0
 """How often a reader waiting for background logs says that it still waits."""
 
@@ -120,6 +124,7 @@ def start(uri: str, record_id: str, run_dir: Path) -> BackgroundLog:
     marker = folder / f"{record_id}{MARKER_SUFFIX}"
     log_file = run_dir / LOG_FILE
     written = folder / f".{record_id}.tmp"  # locked and filled before readers can see it
+    until_exit, held_open = os.pipe()  # the logger reads EOF once this process has ended
     with written.open("w", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)  # inherited by the logger, held until it exits
         json.dump({"run_dir": str(run_dir.resolve()), "log": str(log_file.resolve())}, handle)
@@ -127,15 +132,37 @@ def start(uri: str, record_id: str, run_dir: Path) -> BackgroundLog:
         written.replace(marker)  # the lock belongs to the file, not to its name
         with log_file.open("w", encoding="utf-8") as output:
             subprocess.Popen(
-                [sys.executable, "-m", "ragsweep.log_cli", "--background", str(marker), str(run_dir)],
+                [
+                    sys.executable,
+                    "-m",
+                    "ragsweep.log_cli",
+                    f"--background={marker}",
+                    f"--after={until_exit}",
+                    str(run_dir),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
-                pass_fds=(handle.fileno(),),
+                pass_fds=(handle.fileno(), until_exit),
                 start_new_session=True,  # not killed with the terminal's process group
-                close_fds=True,
             )
+    os.close(until_exit)
+    _HELD_OPEN.append(held_open)  # closed by the kernel when this process ends
     return BackgroundLog(run_dir, log_file, marker, uri)
+
+
+_HELD_OPEN: list[int] = []
+"""Write ends of the pipes background loggers wait on (:func:`wait_for_run_exit`)."""
+
+
+def wait_for_run_exit(fd: int, wait_seconds: float = RUN_EXIT_SECONDS) -> None:
+    """In the background logger: wait until the run that started it has exited (the pipe
+    ``fd`` reaches its end), at most ``wait_seconds``, so that importing MLflow does not
+    slow the end of the user's process; then close ``fd``."""
+    try:
+        select.select([fd], [], [], wait_seconds)
+    finally:
+        os.close(fd)
 
 
 def finish(marker: Path, error: str | None) -> None:

@@ -69,11 +69,13 @@ def waited_directory(run_dir: Path, uri: str | None) -> str:
     return f"{run_dir}: logged as run {existing}"
 
 
-def log_in_background(marker: Path, run_dir: Path) -> int:
-    """The detached logger a run starts (:func:`ragsweep.background_log.start`): log
-    ``run_dir`` without waiting for other pending logs, then remove ``marker`` or record
-    why it failed. Returns the exit status."""
+def log_in_background(marker: Path, run_dir: Path, after: int | None) -> int:
+    """The detached logger a run starts (:func:`ragsweep.background_log.start`): once the
+    run's process has ended (the pipe ``after``), log ``run_dir`` without waiting for other
+    pending logs, then remove ``marker`` or record why it failed. Returns the exit status."""
     os.nice(BACKGROUND_NICENESS)  # the user's next command comes first
+    if after is not None:
+        background_log.wait_for_run_exit(after)
     try:
         tracking, record = _load(run_dir, None)
         background_log.skip_waiting(tracking_uri(tracking))
@@ -103,9 +105,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="log nothing: wait for background logs of these runs and say if they landed",
     )
     parser.add_argument("--background", type=Path, help=argparse.SUPPRESS)  # marker file
+    parser.add_argument("--after", type=int, help=argparse.SUPPRESS)  # pipe: the run's end
     args = parser.parse_args(argv)
     if args.background is not None:
-        sys.exit(log_in_background(args.background, args.run_dirs[0]))
+        sys.exit(log_in_background(args.background, args.run_dirs[0], args.after))
     handle = waited_directory if args.wait else log_directory
     status = 0
     for run_dir in args.run_dirs:
