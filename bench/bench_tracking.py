@@ -12,8 +12,11 @@ load from other processes on the machine falls on all of them. ``single`` runs t
 config the way a user at a terminal gets it (its standard output is a pseudo-terminal, so
 ``tracking.background=auto`` logs in the background), with ``tracking.background=never``
 (what a script that pipes the output gets: logged in-process) and with ``tracking=off``;
-after each background run it waits, untimed, until the run has landed in the store. ``artifacts`` needs the imported
-SQuAD data (``make import-squad``). Results go to ``outputs/bench/tracking.json``.
+after each background run it waits, untimed, until the run has landed in the store.
+``sweep`` alternates the sweep with a single run logged in-process (both on and off), so
+the per-run figure subtracts a single run's cost measured in the same minutes.
+``artifacts`` needs the imported SQuAD data (``make import-squad``). Results go to
+``outputs/bench/tracking.json``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,6 @@ RESULTS = REPO / "outputs" / "bench" / "tracking.json"
 REPEATS = 5
 SWEEP = "grid_small"  # 4 jobs on the demo data (2 sizes x 2 preprocessings)
 SWEEP_JOBS = 4
-TRACKING = {"on": (), "off": ("tracking=off",)}
 SINGLE = {"on": (), "foreground": ("tracking.background=never",), "off": ("tracking=off",)}
 """``on``: the default config at a terminal (logged in the background)."""
 LAND_SECONDS = 600.0
@@ -109,54 +110,62 @@ def wait_until_landed(work: Path) -> float:
     return landed
 
 
-def side_by_side(
-    work: Path, args: Sequence[str], sides: dict[str, tuple[str, ...]], terminal: bool = False
-) -> dict[str, Any]:
-    """Median wall of ``ragsweep ARGS`` on each side, alternating; ``terminal``: every side
-    runs at a pseudo-terminal, and side ``on`` is followed, untimed, by
-    :func:`wait_until_landed`."""
-    for side, extra in sides.items():  # untimed: fills the cache, creates the store
-        ragsweep(work, *args, *extra, terminal=terminal)
-        if terminal and side == "on":
+def alternating(work: Path, kinds: dict[str, tuple[str, ...]], terminal: bool) -> dict[str, Any]:
+    """Wall seconds of each kind of ``ragsweep`` command (name → its arguments), the kinds
+    alternating ``REPEATS`` times; ``terminal``: at a pseudo-terminal, where kind ``on``
+    logs in the background and is followed, untimed, by :func:`wait_until_landed`."""
+    for name, args in kinds.items():  # untimed: fills the cache, creates the store
+        ragsweep(work, *args, terminal=terminal)
+        if terminal and name == "on":
             wait_until_landed(work)
-    walls: dict[str, list[float]] = {side: [] for side in sides}
+    walls: dict[str, list[float]] = {name: [] for name in kinds}
     landed: list[float] = []
     for _ in range(REPEATS):
-        for side, extra in sides.items():
-            walls[side].append(round(ragsweep(work, *args, *extra, terminal=terminal), 3))
-            if terminal and side == "on":
+        for name, args in kinds.items():
+            walls[name].append(round(ragsweep(work, *args, terminal=terminal), 3))
+            if terminal and name == "on":
                 landed.append(round(wait_until_landed(work), 3))
-    medians = {side: round(statistics.median(w), 3) for side, w in walls.items()}
     figures: dict[str, Any] = {"walls": walls}
-    figures.update({f"median_{side}": median for side, median in medians.items()})
-    figures["added"] = round(medians["on"] - medians["off"], 3)
-    if "foreground" in medians:
-        figures["added_foreground"] = round(medians["foreground"] - medians["off"], 3)
+    figures.update({f"median_{n}": round(statistics.median(w), 3) for n, w in walls.items()})
     if landed:
         figures["landed_after_exit"] = landed
     return figures
 
 
 def measure_single() -> dict[str, Any]:
-    """One warm demo run per process: what tracking adds to a single process at a terminal
-    (logged in the background) and in-process (``tracking.background=never``)."""
+    """One warm demo run per process, at a pseudo-terminal: what tracking adds to a single
+    process as a user gets it (logged in the background) and in-process
+    (``tracking.background=never``)."""
     with tempfile.TemporaryDirectory() as work:
-        return side_by_side(Path(work), [], SINGLE, terminal=True)
+        figures = alternating(Path(work), SINGLE, terminal=True)
+    figures["added"] = round(figures["median_on"] - figures["median_off"], 3)
+    figures["added_foreground"] = round(figures["median_foreground"] - figures["median_off"], 3)
+    return figures
 
 
-def measure_sweep(single_added_in_process: float | None) -> dict[str, Any]:
-    """A warm 4-job sweep in one process (its jobs are always logged in-process). Its added
-    time, minus what in-process tracking adds to a single process (importing MLflow,
-    opening the store, logging one run: ``single``'s ``added_foreground``), over the other
+def measure_sweep() -> dict[str, Any]:
+    """A warm 4-job sweep in one process (its jobs always log in-process), on and off, and
+    alternating with them a single run logged in-process, on and off. The sweep's added
+    time, minus what in-process tracking adds to a single process in the same minutes
+    (importing MLflow, opening the store, logging one run), over the other
     ``SWEEP_JOBS - 1`` runs, is the cost of each further run (the parent run's logging is
     counted in it too)."""
+    sweep = ("-m", f"sweep={SWEEP}")
+    kinds = {
+        "sweep_on": sweep,
+        "sweep_off": (*sweep, "tracking=off"),
+        "single_in_process": ("tracking.background=never",),
+        "single_off": ("tracking=off",),
+    }
     with tempfile.TemporaryDirectory() as work:
-        figures = side_by_side(Path(work), ["-m", f"sweep={SWEEP}"], TRACKING)
+        figures = alternating(Path(work), kinds, terminal=False)
+    figures["median_on"] = figures["median_sweep_on"]
+    figures["median_off"] = figures["median_sweep_off"]
+    figures["added"] = round(figures["median_on"] - figures["median_off"], 3)
+    single = round(figures["median_single_in_process"] - figures["median_single_off"], 3)
+    figures["single_added_in_process"] = single
     figures["jobs"] = SWEEP_JOBS
-    if single_added_in_process is not None:
-        figures["added_per_further_run"] = round(
-            (figures["added"] - single_added_in_process) / (SWEEP_JOBS - 1), 3
-        )
+    figures["added_per_further_run"] = round((figures["added"] - single) / (SWEEP_JOBS - 1), 3)
     return figures
 
 
@@ -229,7 +238,7 @@ def main() -> None:
     steps = {
         "artifacts": measure_artifacts,
         "single": measure_single,
-        "sweep": lambda: measure_sweep(results.get("single", {}).get("added_foreground")),
+        "sweep": measure_sweep,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     for name in steps if what == "all" else [what]:

@@ -58,7 +58,9 @@ def at_terminal(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         os.close(terminal)
         reader.join(timeout=5)
         os.close(controller)
-    return subprocess.CompletedProcess(done.args, done.returncode, b"".join(shown).decode(), done.stderr)
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, b"".join(shown).decode(), done.stderr
+    )
 
 
 def run(cwd: Path, command: str, *args: str) -> subprocess.CompletedProcess[str]:

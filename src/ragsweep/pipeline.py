@@ -25,6 +25,7 @@ from ragsweep import tags as tag
 from ragsweep.artifacts import RunCases, write_artifacts
 from ragsweep.atomic import run_dir_errors
 from ragsweep.backends import BACKENDS, Backend
+from ragsweep.background_log import wants_background
 from ragsweep.cache import StageCache
 from ragsweep.case_table import TABLE_FILE
 from ragsweep.chunking import Chunk
@@ -58,7 +59,6 @@ from ragsweep.stages import (
     texts_key,
 )
 from ragsweep.tables import logged_tables_tag
-from ragsweep.background_log import wants_background
 from ragsweep.tracking import RunRecord, log_run, log_run_in_background
 from ragsweep.tracking_store import prepare_store
 

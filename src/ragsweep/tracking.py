@@ -226,7 +226,9 @@ def _write_run(cfg: TrackingConfig, record: RunRecord) -> str:
             _log_dataset(client, run_id, record.dataset)
         _upload(str(run.info.artifact_uri), client.tracking_uri, record.artifacts_dir)
         size = MAX_BATCH_ENTITIES if is_local(client.tracking_uri) else BATCH
-        _finish(client, run_id, record.status, packed_batches(record, int(run.info.start_time), size))
+        _finish(
+            client, run_id, record.status, packed_batches(record, int(run.info.start_time), size)
+        )
     except Exception:
         _close_failed(client, run_id)
         raise

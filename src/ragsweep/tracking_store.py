@@ -408,12 +408,12 @@ def _open_locked(uri: str, kind: StoreKind, cfg: TrackingConfig | None) -> Any:
 
 def prepare_store(cfg: TrackingConfig) -> str:
     """Check the store before any work, create it and the experiment; return the experiment
-    id. The experiment is tagged as MLflow's "Model training" kind (``tags.EXPERIMENT_KIND``;
-    an existing one without the tag gets it). Background logs of the store still running are
-waited for first. For a server this is one request, bounded by
-    ``tracking.timeout`` and ``tracking.retries``, each time; a local store is opened under
-    its store lock the first time in a process, and later calls (the jobs of a sweep in one
-    process) reuse what that found. Raises TrackingStoreError naming the URI and what to do."""
+        id. The experiment is tagged as MLflow's "Model training" kind (``tags.EXPERIMENT_KIND``;
+        an existing one without the tag gets it). Background logs of the store still running are
+    waited for first. For a server this is one request, bounded by
+        ``tracking.timeout`` and ``tracking.retries``, each time; a local store is opened under
+        its store lock the first time in a process, and later calls (the jobs of a sweep in one
+        process) reuse what that found. Raises TrackingStoreError naming the URI and what to do."""
     apply_http_settings(cfg)
     uri = tracking_uri(cfg)
     ready = _ready(uri)

@@ -24,10 +24,10 @@ from contextlib import closing
 from urllib.parse import urlparse
 
 from ragsweep.appconfig import compose, plain_config
+from ragsweep.background_log import wait_for_pending
 from ragsweep.cli_errors import reported_errors
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.errors import RagsweepError
-from ragsweep.background_log import wait_for_pending
 from ragsweep.tracking_store import (
     TrackingStoreError,
     apply_http_settings,
