@@ -115,6 +115,17 @@ class BackgroundLog:
         )
 
 
+_LOGGER = (
+    sys.executable,
+    *(("-P",) if sys.version_info >= (3, 11) else ()),  # the run's folder is not on its path
+    "-m",
+    "ragsweep.log_cli",
+)
+"""The background logger's command (``ragsweep-log`` of this interpreter)."""
+_HELD_OPEN: list[int] = []
+"""Write ends of the pipes background loggers wait on (:func:`wait_for_run_exit`)."""
+
+
 def start(uri: str, record_id: str, run_dir: Path) -> BackgroundLog:
     """Start ``ragsweep-log`` on ``run_dir`` (its ``record.json`` written) in its own
     session, holding the locked pending marker of ``record_id``; return at once."""
@@ -130,29 +141,26 @@ def start(uri: str, record_id: str, run_dir: Path) -> BackgroundLog:
         json.dump({"run_dir": str(run_dir.resolve()), "log": str(log_file.resolve())}, handle)
         handle.flush()
         written.replace(marker)  # the lock belongs to the file, not to its name
-        with log_file.open("w", encoding="utf-8") as output:
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "ragsweep.log_cli",
-                    f"--background={marker}",
-                    f"--after={until_exit}",
-                    str(run_dir),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                pass_fds=(handle.fileno(), until_exit),
-                start_new_session=True,  # not killed with the terminal's process group
-            )
-    os.close(until_exit)
+        try:
+            with log_file.open("w", encoding="utf-8") as output:
+                subprocess.Popen(
+                    [*_LOGGER, f"--background={marker}", f"--after={until_exit}", str(run_dir)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(handle.fileno(), until_exit),
+                    start_new_session=True,  # not killed with the terminal's process group
+                )
+        except OSError as exc:
+            marker.unlink(missing_ok=True)
+            raise TrackingStoreError(
+                f"cannot start the background MLflow log of {run_dir}: {exc}; the run "
+                f"directory holds the whole run, log it with: ragsweep-log {run_dir}"
+            ) from None
+        finally:
+            os.close(until_exit)
     _HELD_OPEN.append(held_open)  # closed by the kernel when this process ends
     return BackgroundLog(run_dir, log_file, marker, uri)
-
-
-_HELD_OPEN: list[int] = []
-"""Write ends of the pipes background loggers wait on (:func:`wait_for_run_exit`)."""
 
 
 def wait_for_run_exit(fd: int, wait_seconds: float = RUN_EXIT_SECONDS) -> None:
