@@ -47,15 +47,19 @@ def _load(run_dir: Path, uri: str | None) -> tuple[TrackingConfig, RunRecord]:
 
 
 def log_directory(run_dir: Path, uri: str | None) -> str:
-    """Log ``run_dir`` (unless already logged); return a one-line account of what happened."""
+    """Log ``run_dir`` (unless already logged); return a one-line account of what happened.
+    A background log of it that did not finish is forgotten then (its marker, beside the
+    store the run was configured with)."""
     tracking, record = _load(run_dir, uri)
     existing = find_logged(tracking, record)
-    if existing is not None:
-        background_log.forget(tracking_uri(tracking), record.record_id)
-        return f"{run_dir}: already logged as run {existing}"
-    run_id = log_run(tracking, record)
-    background_log.forget(tracking_uri(tracking), record.record_id)
-    return f"{run_dir}: logged as run {run_id}"
+    account = (
+        f"{run_dir}: already logged as run {existing}"
+        if existing is not None
+        else f"{run_dir}: logged as run {log_run(tracking, record)}"
+    )
+    configured, _ = load_record(run_dir)
+    background_log.forget(tracking_uri(configured), record.record_id)
+    return account
 
 
 def waited_directory(run_dir: Path, uri: str | None) -> str:
