@@ -7,9 +7,16 @@
 
 Every timed run is a fresh ``ragsweep`` process (its wall time, start-up included), on a
 warm stage cache and an existing SQLite store: one untimed run of each kind first creates
-both. The two sides alternate, ``REPEATS`` times each, and each side's median is taken, so
-load from other processes on the machine falls on both. ``artifacts`` needs the imported
-SQuAD data (``make import-squad``). Results go to ``outputs/bench/tracking.json``.
+both. The sides alternate, ``REPEATS`` times each, and each side's median is taken, so
+load from other processes on the machine falls on all of them. ``single`` runs the default
+config the way a user at a terminal gets it (its standard output is a pseudo-terminal, so
+``tracking.background=auto`` logs in the background), with ``tracking.background=never``
+(what a script that pipes the output gets: logged in-process) and with ``tracking=off``;
+after each background run it waits, untimed, until the run has landed in the store.
+``sweep`` alternates the sweep with a single run logged in-process (both on and off), so
+the per-run figure subtracts a single run's cost measured in the same minutes.
+``artifacts`` needs the imported SQuAD data (``make import-squad``). Results go to
+``outputs/bench/tracking.json``.
 """
 
 from __future__ import annotations
@@ -17,12 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pty
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,60 +41,131 @@ RESULTS = REPO / "outputs" / "bench" / "tracking.json"
 REPEATS = 5
 SWEEP = "grid_small"  # 4 jobs on the demo data (2 sizes x 2 preprocessings)
 SWEEP_JOBS = 4
-TRACKING = {"on": (), "off": ("tracking=off",)}
+SINGLE = {"on": (), "foreground": ("tracking.background=never",), "off": ("tracking=off",)}
+"""``on``: the default config at a terminal (logged in the background)."""
+LAND_SECONDS = 600.0
 
 
-def ragsweep(work: Path, *args: str) -> float:
-    """Wall seconds of one ``ragsweep`` process writing under ``work``."""
+def ragsweep(work: Path, *args: str, terminal: bool = False) -> float:
+    """Wall seconds of one ``ragsweep`` process writing under ``work``; ``terminal``: its
+    standard output is a pseudo-terminal, as when a user runs it (stderr is captured)."""
+    command = [str(RAGSWEEP), *args, f"paths.output_dir={work / 'outputs'}"]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": ""}
     started = time.perf_counter()
+    if terminal:
+        returncode, stderr = _at_terminal(command, work, env)
+    else:
+        done = subprocess.run(command, cwd=work, capture_output=True, text=True, env=env)
+        returncode, stderr = done.returncode, done.stderr
+    seconds = time.perf_counter() - started
+    if returncode != 0:
+        raise SystemExit(f"ragsweep {' '.join(args)} failed:\n{stderr[-3000:]}")
+    return seconds
+
+
+def _at_terminal(command: list[str], work: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Run ``command`` with its stdout on a pseudo-terminal (drained by a thread, so a full
+    terminal buffer never blocks it); return its exit status and stderr."""
+    controller, terminal = pty.openpty()
+
+    def drain() -> None:
+        try:
+            while os.read(controller, 65536):
+                pass
+        except OSError:  # the terminal closed with its last writer
+            return
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        done = subprocess.run(
+            command, cwd=work, stdout=terminal, stderr=subprocess.PIPE, text=True, env=env
+        )
+    finally:
+        os.close(terminal)
+        reader.join(timeout=5)
+        os.close(controller)
+    return done.returncode, done.stderr
+
+
+def wait_until_landed(work: Path) -> float:
+    """Seconds until the store's background logs have all landed (no pending marker left),
+    then check with ``ragsweep-log --wait`` that the newest run is logged completely."""
+    started = time.perf_counter()
+    pending = work / "outputs" / "mlflow.db.pending"
+    while any(pending.glob("*.json")):
+        if time.perf_counter() - started > LAND_SECONDS:
+            raise SystemExit(f"background logs in {pending} did not land")
+        time.sleep(0.05)
+    landed = time.perf_counter() - started
+    newest = max((work / "outputs" / "runs").glob("*/*"), key=lambda p: p.stat().st_mtime)
     done = subprocess.run(
-        [str(RAGSWEEP), *args, f"paths.output_dir={work / 'outputs'}"],
-        cwd=work,
+        [str(RAGSWEEP.with_name("ragsweep-log")), "--wait", str(newest)],
         capture_output=True,
         text=True,
         env={**os.environ, "MLFLOW_TRACKING_URI": ""},
     )
-    seconds = time.perf_counter() - started
     if done.returncode != 0:
-        raise SystemExit(f"ragsweep {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-    return seconds
+        raise SystemExit(f"the background log of {newest} failed:\n{done.stderr[-3000:]}")
+    return landed
 
 
-def side_by_side(work: Path, args: Sequence[str]) -> dict[str, Any]:
-    """Median wall of ``ragsweep ARGS`` with tracking on and off, alternating."""
-    for extra in TRACKING.values():  # untimed: fills the cache, creates the store
-        ragsweep(work, *args, *extra)
-    walls: dict[str, list[float]] = {side: [] for side in TRACKING}
+def alternating(work: Path, kinds: dict[str, tuple[str, ...]], terminal: bool) -> dict[str, Any]:
+    """Wall seconds of each kind of ``ragsweep`` command (name → its arguments), the kinds
+    alternating ``REPEATS`` times; ``terminal``: at a pseudo-terminal, where kind ``on``
+    logs in the background and is followed, untimed, by :func:`wait_until_landed`."""
+    for name, args in kinds.items():  # untimed: fills the cache, creates the store
+        ragsweep(work, *args, terminal=terminal)
+        if terminal and name == "on":
+            wait_until_landed(work)
+    walls: dict[str, list[float]] = {name: [] for name in kinds}
+    landed: list[float] = []
     for _ in range(REPEATS):
-        for side, extra in TRACKING.items():
-            walls[side].append(round(ragsweep(work, *args, *extra), 3))
-    medians = {side: round(statistics.median(w), 3) for side, w in walls.items()}
-    return {
-        "walls": walls,
-        "median_on": medians["on"],
-        "median_off": medians["off"],
-        "added": round(medians["on"] - medians["off"], 3),
-    }
+        for name, args in kinds.items():
+            walls[name].append(round(ragsweep(work, *args, terminal=terminal), 3))
+            if terminal and name == "on":
+                landed.append(round(wait_until_landed(work), 3))
+    figures: dict[str, Any] = {"walls": walls}
+    figures.update({f"median_{n}": round(statistics.median(w), 3) for n, w in walls.items()})
+    if landed:
+        figures["landed_after_exit"] = landed
+    return figures
 
 
 def measure_single() -> dict[str, Any]:
-    """One warm demo run per process: what tracking adds to a single process."""
+    """One warm demo run per process, at a pseudo-terminal: what tracking adds to a single
+    process as a user gets it (logged in the background) and in-process
+    (``tracking.background=never``)."""
     with tempfile.TemporaryDirectory() as work:
-        return side_by_side(Path(work), [])
+        figures = alternating(Path(work), SINGLE, terminal=True)
+    figures["added"] = round(figures["median_on"] - figures["median_off"], 3)
+    figures["added_foreground"] = round(figures["median_foreground"] - figures["median_off"], 3)
+    return figures
 
 
-def measure_sweep(single_added: float | None) -> dict[str, Any]:
-    """A warm 4-job sweep in one process. Its added time, minus what tracking adds to any
-    single process (importing MLflow, opening the store, logging one run), over the other
+def measure_sweep() -> dict[str, Any]:
+    """A warm 4-job sweep in one process (its jobs always log in-process), on and off, and
+    alternating with them a single run logged in-process, on and off. The sweep's added
+    time, minus what in-process tracking adds to a single process in the same minutes
+    (importing MLflow, opening the store, logging one run), over the other
     ``SWEEP_JOBS - 1`` runs, is the cost of each further run (the parent run's logging is
     counted in it too)."""
+    sweep = ("-m", f"sweep={SWEEP}")
+    kinds = {
+        "sweep_on": sweep,
+        "sweep_off": (*sweep, "tracking=off"),
+        "single_in_process": ("tracking.background=never",),
+        "single_off": ("tracking=off",),
+    }
     with tempfile.TemporaryDirectory() as work:
-        figures = side_by_side(Path(work), ["-m", f"sweep={SWEEP}"])
+        figures = alternating(Path(work), kinds, terminal=False)
+    figures["median_on"] = figures["median_sweep_on"]
+    figures["median_off"] = figures["median_sweep_off"]
+    figures["added"] = round(figures["median_on"] - figures["median_off"], 3)
+    single = round(figures["median_single_in_process"] - figures["median_single_off"], 3)
+    figures["single_added_in_process"] = single
     figures["jobs"] = SWEEP_JOBS
-    if single_added is not None:
-        figures["added_per_further_run"] = round(
-            (figures["added"] - single_added) / (SWEEP_JOBS - 1), 3
-        )
+    figures["added_per_further_run"] = round((figures["added"] - single) / (SWEEP_JOBS - 1), 3)
     return figures
 
 
@@ -130,6 +209,11 @@ def table(results: dict[str, Any]) -> str:
                 f"| {name} | {r['median_on']:.2f} s | {r['median_off']:.2f} s | "
                 f"{r['added']:.2f} s |"
             )
+            if "median_foreground" in r:
+                lines.append(
+                    f"| {name}, in-process | {r['median_foreground']:.2f} s | "
+                    f"{r['median_off']:.2f} s | {r['added_foreground']:.2f} s |"
+                )
     if "sweep" in results and "added_per_further_run" in results["sweep"]:
         lines.append(
             f"| per further sweep run | | | {results['sweep']['added_per_further_run']} s |"
@@ -154,7 +238,7 @@ def main() -> None:
     steps = {
         "artifacts": measure_artifacts,
         "single": measure_single,
-        "sweep": lambda: measure_sweep(results.get("single", {}).get("added")),
+        "sweep": measure_sweep,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     for name in steps if what == "all" else [what]:

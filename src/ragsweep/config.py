@@ -353,6 +353,10 @@ class EvalConfig:
         return max(self.ks)
 
 
+BACKGROUND_MODES = ("auto", "always", "never")
+"""Values of ``tracking.background`` (:data:`ragsweep.background_log.BACKGROUND_RULES`)."""
+
+
 @dataclass(frozen=True)
 class TrackingConfig:
     """Where MLflow runs go. ``uri`` null means MLFLOW_TRACKING_URI, else the local store.
@@ -360,7 +364,10 @@ class TrackingConfig:
     ``parent_run_id`` nests the run under a parent (sweeps set it for every job); ``tags``
     are added to the run (e.g. the swept axis and its value). ``timeout`` (seconds per
     request) and ``retries`` (retries per request) bound how long a tracking server that is
-    down or hangs can hold a run up (docs/tracking.md).
+    down or hangs can hold a run up (docs/tracking.md). ``background``: when a single run
+    (not ``-m``) hands its logging to a detached ``ragsweep-log`` process instead of waiting
+    for MLflow: ``auto`` when its standard output is a terminal, ``always``, or ``never``
+    (:mod:`ragsweep.background_log`).
     """
 
     enabled: bool = not_hashed(True)
@@ -374,6 +381,7 @@ class TrackingConfig:
     default_artifacts: str = not_hashed("")
     timeout: int = not_hashed(10)
     retries: int = not_hashed(2)
+    background: str = not_hashed("auto")
 
     def __post_init__(self) -> None:
         check_all(
@@ -382,6 +390,11 @@ class TrackingConfig:
             [
                 (self.timeout >= 1, "timeout", "a whole number of seconds >= 1"),
                 (self.retries >= 0, "retries", ">= 0"),
+                (
+                    self.background in BACKGROUND_MODES,
+                    "background",
+                    f"one of {', '.join(BACKGROUND_MODES)}",
+                ),
             ],
         )
         _require(

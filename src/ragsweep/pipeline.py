@@ -25,6 +25,7 @@ from ragsweep import tags as tag
 from ragsweep.artifacts import RunCases, write_artifacts
 from ragsweep.atomic import run_dir_errors
 from ragsweep.backends import BACKENDS, Backend
+from ragsweep.background_log import wants_background
 from ragsweep.cache import StageCache
 from ragsweep.case_table import TABLE_FILE
 from ragsweep.chunking import Chunk
@@ -58,7 +59,7 @@ from ragsweep.stages import (
     texts_key,
 )
 from ragsweep.tables import logged_tables_tag
-from ragsweep.tracking import RunRecord, log_run
+from ragsweep.tracking import RunRecord, log_run, log_run_in_background
 from ragsweep.tracking_store import prepare_store
 
 
@@ -228,8 +229,10 @@ class StageOutcome:
     cache: StageCache
 
 
-def run_stages(resolved: ResolvedConfig) -> StageOutcome:
-    """Run every stage of one configuration (see module docstring)."""
+def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutcome:
+    """Run every stage of one configuration (see module docstring). ``background``: the
+    run will be logged by a background logger, on a store already found ready
+    (:func:`ragsweep.background_log.wants_background`), so MLflow is not opened here."""
     cfg = resolved.cfg
     timer = Timer()
     judge = prepare_judge(cfg.judge)  # None: judge=off; checks the server before any work
@@ -239,7 +242,7 @@ def run_stages(resolved: ResolvedConfig) -> StageOutcome:
     cases = select_cases(golden, cfg.eval.split)
     if judge is not None:
         judge.check_cases(cases)  # fixed answers cover every case, before any work
-    if cfg.tracking.enabled:  # inputs are valid: the store must answer before any work
+    if cfg.tracking.enabled and not background:  # inputs are valid: the store must answer
         with timer.stage("store_seconds"):
             prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
 
@@ -270,7 +273,9 @@ def run_evaluation(
     """
     console = console or Console(stderr=True)
     cfg = resolved.cfg
-    done = run_stages(resolved)
+    single = origin is not None and not origin.multirun
+    background = single and wants_background(cfg.tracking, multirun=False)
+    done = run_stages(resolved, background)
     cache_metrics = done.cache.stats.as_metrics()  # every stage has run by now
     facts = run_facts(resolved, len(done.built.chunks))
     with done.timer.stage("artifacts_seconds"), gc_paused(), run_dir_errors(output_dir):
@@ -284,19 +289,26 @@ def run_evaluation(
             done.judged,
         )
     run_id = None
+    record = None
     timings = dict(done.timer.seconds)  # what the record logs; logging's own time is added
     if cfg.tracking.enabled:
         started = time.perf_counter()
-        run_id = log_run(
-            cfg.tracking, _record(resolved, done, cache_metrics, extra_tags, output_dir, origin)
-        )
-        timings["log_seconds"] = time.perf_counter() - started
+        record = _record(resolved, done, cache_metrics, extra_tags, output_dir, origin)
+        if not background:
+            run_id = log_run(cfg.tracking, record)
+            timings["log_seconds"] = time.perf_counter() - started
     cache = done.cache
     cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
-    facts = {**facts, "cache": cache_line, "run": run_id or "not logged"}
+    in_background = "being logged in the background" if record and background else None
+    facts = {**facts, "cache": cache_line, "run": run_id or in_background or "not logged"}
     print_summary(done.summary, cfg.eval, facts, console)
     if done.judged:
         done.judged.print_summary(console)
+    if record is not None and background:  # last, so the logger does not slow the summary
+        started = time.perf_counter()
+        handed_over = log_run_in_background(cfg.tracking, record)
+        timings["log_seconds"] = time.perf_counter() - started
+        console.print(handed_over.describe(), soft_wrap=True, highlight=False)
     return RunResult(
         config_hash=resolved.config_hash,
         summary=done.summary,

@@ -48,10 +48,11 @@ NO_OVERRIDES = "defaults"
 class RunOrigin:
     """How a run was launched: the overrides the user gave (Hydra's task overrides) and
     ``launch``, what identifies its launch (a grid's sweep directory, a single run's
-    directory)."""
+    directory); ``multirun``: one job of ``-m`` (a grid or a sweep) rather than a single run."""
 
     overrides: tuple[str, ...]
     launch: str
+    multirun: bool = False
 
 
 def launch_origin(hydra_cfg: Any) -> RunOrigin:
@@ -59,7 +60,7 @@ def launch_origin(hydra_cfg: Any) -> RunOrigin:
     and the grid's sweep directory (``-m``) or the run's own directory."""
     grid = hydra_cfg.mode == RunMode.MULTIRUN
     launch = hydra_cfg.sweep.dir if grid else hydra_cfg.runtime.output_dir
-    return RunOrigin(tuple(hydra_cfg.overrides.task), str(Path(str(launch)).resolve()))
+    return RunOrigin(tuple(hydra_cfg.overrides.task), str(Path(str(launch)).resolve()), grid)
 
 
 def with_suffix(label: str, identity: str) -> str:

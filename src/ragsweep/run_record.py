@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -113,8 +114,11 @@ def run_record(
     )
 
 
+@functools.lru_cache(maxsize=8)
 def git_commit(root: Path) -> str:
-    """The project's git commit (with ``-dirty`` when the tree has changes), or ``unknown``."""
+    """The project's git commit (with ``-dirty`` when the tree has changes), or ``unknown``.
+    Read once per process and root: the code a process runs is what it imported when it
+    started, and the jobs of a sweep in one process each skip two ``git`` calls."""
     try:
         commit = _git(root, "rev-parse", "HEAD")
         dirty = _git(root, "status", "--porcelain", "--untracked-files=no")

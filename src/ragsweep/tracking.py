@@ -26,6 +26,8 @@ from typing import Any
 
 from ragsweep import tags as tag
 from ragsweep.artifact_store import LOCAL_ONLY_FILES, stored_copy
+from ragsweep.background_log import LOG_FILE, BackgroundLog, report_failed
+from ragsweep.background_log import start as start_background_log
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.errors import RagsweepError
 from ragsweep.tracking_store import (
@@ -197,6 +199,15 @@ def log_run(cfg: TrackingConfig, record: RunRecord) -> str:
         ) from exc
 
 
+def log_run_in_background(cfg: TrackingConfig, record: RunRecord) -> BackgroundLog:
+    """Save ``record.json`` and hand the run to a detached ``ragsweep-log`` process
+    (:func:`ragsweep.background_log.start`); return at once, without importing MLflow."""
+    uri = tracking_uri(cfg)
+    report_failed(uri)  # earlier background logs that did not land: say so at every run
+    save_record(cfg, record)
+    return start_background_log(uri, record.record_id, record.artifacts_dir)
+
+
 def _uri_or_config(cfg: TrackingConfig) -> str:
     try:
         return tracking_uri(cfg)
@@ -211,13 +222,13 @@ def _write_run(cfg: TrackingConfig, record: RunRecord) -> str:
     run = client.create_run(experiment_id, tags=tags, run_name=record.run_name)
     run_id = str(run.info.run_id)
     try:
-        size = MAX_BATCH_ENTITIES if is_local(client.tracking_uri) else BATCH
-        for params, metrics in packed_batches(record, int(run.info.start_time), size):
-            client.log_batch(run_id, params=params, metrics=metrics)
         if record.dataset is not None:
             _log_dataset(client, run_id, record.dataset)
         _upload(str(run.info.artifact_uri), client.tracking_uri, record.artifacts_dir)
-        _finish(client, run_id, record.status)
+        size = MAX_BATCH_ENTITIES if is_local(client.tracking_uri) else BATCH
+        _finish(
+            client, run_id, record.status, packed_batches(record, int(run.info.start_time), size)
+        )
     except Exception:
         _close_failed(client, run_id)
         raise
@@ -239,11 +250,20 @@ def _upload(artifact_uri: str, tracking: str, run_dir: Path) -> None:
             repository.log_artifact(str(stored), None if folder == "." else folder)
 
 
-def _finish(client: Any, run_id: str, status: str) -> None:
-    """Tag the run ``ragsweep.logged=complete`` (last: readers require it) and close it."""
+def _finish(
+    client: Any, run_id: str, status: str, batches: Iterator[tuple[list[Any], list[Any]]]
+) -> None:
+    """Log the params and metrics ``batches``, the last one with the
+    ``ragsweep.logged=complete`` tag, and close the run. MLflow stores a batch's params,
+    then its metrics, then its tags, so the tag readers require still lands after
+    everything else; riding in the last batch saves a transaction per run."""
     from mlflow.entities import RunTag
 
-    client.log_batch(run_id, tags=[RunTag(tag.LOGGED, "complete")])
+    pending = list(batches) or [([], [])]
+    for params, metrics in pending[:-1]:
+        client.log_batch(run_id, params=params, metrics=metrics)
+    params, metrics = pending[-1]
+    client.log_batch(run_id, params=params, metrics=metrics, tags=[RunTag(tag.LOGGED, "complete")])
     client.set_terminated(run_id, status=status)
 
 
@@ -267,10 +287,12 @@ def packed_batches(
         yield some_params, some_metrics
 
 
-SKIPPED_UPLOADS = frozenset({RECORD_FILE, *LOCAL_ONLY_FILES})
+SKIPPED_UPLOADS = frozenset({RECORD_FILE, LOG_FILE, *LOCAL_ONLY_FILES})
 """Run-directory files not uploaded: ``record.json`` holds what the run itself receives as
-params, metrics and tags (it stays in the directory for ``ragsweep-log``); ``chunks.jsonl``
-stays local to keep the artifact budget (:data:`ragsweep.artifact_store.LOCAL_ONLY_FILES`)."""
+params, metrics and tags (it stays in the directory for ``ragsweep-log``);
+``ragsweep-log.txt`` is being written by the background logger that uploads;
+``chunks.jsonl`` stays local to keep the artifact budget
+(:data:`ragsweep.artifact_store.LOCAL_ONLY_FILES`)."""
 
 
 def uploaded_files(run_dir: Path) -> list[Path]:

@@ -364,15 +364,26 @@ def _mark_ready(uri: str, kind: StoreKind) -> ReadyStore:
 def open_client(uri: str, cfg: TrackingConfig | None = None) -> Any:
     """An ``MlflowClient`` on ``uri``. A local store is repaired and opened (schema created
     or migrated by MLflow) under its store lock, so concurrent processes never migrate it
-    at the same time; once this process has opened it, it is not checked again. Raises
-    TrackingStoreError naming the URI."""
+    at the same time; once this process has opened it, it is not checked again. Background
+    logs of the store still running are waited for first. Raises TrackingStoreError naming
+    the URI."""
     kind = kind_of(uri)
     if _ready(uri) is not None:
         return _client(uri, cfg)
+    _wait_for_background_logs(uri)
     with exclusive_lock(lock_file(uri, "store")):
         client = _open_locked(uri, kind, cfg)
     _mark_ready(uri, kind)
     return client
+
+
+def _wait_for_background_logs(uri: str) -> None:
+    """Before this process first opens the store: wait for its background logs and report
+    failed ones (:func:`ragsweep.background_log.wait_for_pending`). Not under the store
+    lock, which a background logger needs to open the store itself."""
+    from ragsweep.background_log import wait_for_pending
+
+    wait_for_pending(uri)
 
 
 def _client(uri: str, cfg: TrackingConfig | None) -> Any:
@@ -397,17 +408,20 @@ def _open_locked(uri: str, kind: StoreKind, cfg: TrackingConfig | None) -> Any:
 
 def prepare_store(cfg: TrackingConfig) -> str:
     """Check the store before any work, create it and the experiment; return the experiment
-    id. The experiment is tagged as MLflow's "Model training" kind (``tags.EXPERIMENT_KIND``;
-    an existing one without the tag gets it). For a server this is one request, bounded by
-    ``tracking.timeout`` and ``tracking.retries``, each time; a local store is opened under
-    its store lock the first time in a process, and later calls (the jobs of a sweep in one
-    process) reuse what that found. Raises TrackingStoreError naming the URI and what to do."""
+        id. The experiment is tagged as MLflow's "Model training" kind (``tags.EXPERIMENT_KIND``;
+        an existing one without the tag gets it). Background logs of the store still running are
+    waited for first. For a server this is one request, bounded by
+        ``tracking.timeout`` and ``tracking.retries``, each time; a local store is opened under
+        its store lock the first time in a process, and later calls (the jobs of a sweep in one
+        process) reuse what that found. Raises TrackingStoreError naming the URI and what to do."""
     apply_http_settings(cfg)
     uri = tracking_uri(cfg)
     ready = _ready(uri)
     if ready is not None and cfg.experiment in ready.experiment_ids:
         return ready.experiment_ids[cfg.experiment]
     kind = kind_of(uri)
+    if ready is None:
+        _wait_for_background_logs(uri)
     with exclusive_lock(None if ready else lock_file(uri, "store")):
         client = _client(uri, cfg) if ready else _open_locked(uri, kind, cfg)
         try:

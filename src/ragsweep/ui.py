@@ -24,6 +24,7 @@ from contextlib import closing
 from urllib.parse import urlparse
 
 from ragsweep.appconfig import compose, plain_config
+from ragsweep.background_log import wait_for_pending
 from ragsweep.cli_errors import reported_errors
 from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.errors import RagsweepError
@@ -142,6 +143,7 @@ def main(argv: Sequence[str]) -> int:
         cfg = _tracking_config(args.overrides)
         apply_http_settings(cfg)
         uri = tracking_uri(cfg)
+        wait_for_pending(uri)  # a run logged in the background appears once it landed
         experiment_id = find_experiment_id(uri, cfg.experiment)
     except RagsweepError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -212,6 +212,8 @@ class SweepRuns:
         self.parent_id = parent_id
         self.resumed = resumed
         self.generation = generation
+        self.names: dict[str, str] = {}
+        """Run id → name of the children read so far (the best one's is linked at the end)."""
 
     @classmethod
     def open(
@@ -260,6 +262,7 @@ class SweepRuns:
             if not config_hash or objective not in metrics:
                 continue
             n = metrics.get("n_answerable")
+            self.names[str(run.info.run_id)] = str(run.info.run_name or "")
             found.setdefault(
                 config_hash,
                 LoggedChild(
@@ -340,8 +343,8 @@ class SweepRuns:
         self.client.set_tag(self.parent_id, key, value[:MAX_TAG_VALUE])
 
     def mark_best(self, run_id: str) -> None:
+        """Tag the best child (the parent's link to it is logged by :meth:`finish`)."""
         self.client.set_tag(run_id, tag.BEST, "true")
-        self.client.set_tag(self.parent_id, tag.BEST_RUN_ID, run_id)
 
     def describe_axis(
         self, spec: SweepSpec, axes: Sequence[AxisResult], config_lines: Mapping[str, str]
@@ -373,31 +376,38 @@ class SweepRuns:
         objective after each axis, step = axis number), the best value
         (``best/<objective>``) and counts; the parent never logs the objective under the
         children's key, so it does not sort among them by it."""
-        from mlflow.entities import Metric
+        from mlflow.entities import RunTag
 
-        if status == "FINISHED":
-            timestamp = _now_ms()
-            objective = result.spec.objective
-            metrics = [
-                Metric(trail_key(objective), float(step["objective"]), timestamp, number)
-                for number, step in enumerate(result.trail, start=1)
-            ]
-            if result.final is not None:
-                metrics.append(Metric(best_key(objective), result.final.objective, timestamp, 0))
-            metrics += [
-                Metric(f"sweep_{s}", float(result.count(s)), timestamp, 0) for s in STATUSES
-            ]
-            self.client.log_batch(self.parent_id, metrics=metrics)
+        metrics = _end_metrics(result) if status == "FINISHED" else []
+        tags: list[RunTag] = []
+        best_name = None
+        best = result.final.run_id if result.final is not None else None
+        if best:
+            self.mark_best(best)
+            best_name = self.names.get(best) or self.client.get_run(best).info.run_name
+            tags.append(RunTag(tag.BEST_RUN_ID, best))
         for path in files:
             self.client.log_artifact(self.parent_id, str(path))
-        best_name = None
-        if result.final is not None and result.final.run_id:
-            self.mark_best(result.final.run_id)
-            best_name = self.client.get_run(result.final.run_id).info.run_name
         note = parent_note(result, self.experiment_id, best_name)
-        self.client.set_tag(self.parent_id, tag.NOTE, note[:MAX_TAG_VALUE])
-        self.client.set_tag(self.parent_id, tag.SWEEP_RELEASED, str(self.generation))
+        tags.append(RunTag(tag.NOTE, note[:MAX_TAG_VALUE]))
+        tags.append(RunTag(tag.SWEEP_RELEASED, str(self.generation)))  # last: lets go
+        self.client.log_batch(self.parent_id, metrics=metrics, tags=tags)
         self.client.set_terminated(self.parent_id, status=status)
+
+
+def _end_metrics(result: SweepResult) -> list[Any]:
+    """A finished sweep's parent metrics: the trail, the best value and the counts."""
+    from mlflow.entities import Metric
+
+    timestamp = _now_ms()
+    objective = result.spec.objective
+    metrics = [
+        Metric(trail_key(objective), float(step["objective"]), timestamp, number)
+        for number, step in enumerate(result.trail, start=1)
+    ]
+    if result.final is not None:
+        metrics.append(Metric(best_key(objective), result.final.objective, timestamp, 0))
+    return metrics + [Metric(f"sweep_{s}", float(result.count(s)), timestamp, 0) for s in STATUSES]
 
 
 def trail_key(objective: str) -> str:

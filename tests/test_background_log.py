@@ -1,0 +1,205 @@
+"""Background logging (``tracking.background``, issue 13): a single run at a terminal hands
+its MLflow logging to a detached ``ragsweep-log`` and exits without importing MLflow; the
+run lands completely; readers wait for it; a failed one is reported and can be logged again.
+
+Every run is a real ``ragsweep`` process whose standard output is a pseudo-terminal, on a
+real SQLite store; the background logger is the real detached process.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ragsweep import tags as tag
+from ragsweep.background_log import LOG_FILE
+from tests.test_case_table import NO_MLFLOW, project
+
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "MLFLOW_TRACKING_URI": ""}
+
+
+def at_terminal(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``ragsweep ARGS`` (through :data:`NO_MLFLOW`, which reports the MLflow modules it
+    imported) with its stdout on a pseudo-terminal, as a user runs it; stderr captured."""
+    controller, terminal = pty.openpty()
+    shown: list[bytes] = []
+
+    def drain() -> None:
+        try:
+            while chunk := os.read(controller, 65536):
+                shown.append(chunk)
+        except OSError:
+            return
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", NO_MLFLOW, *args],
+            cwd=cwd,
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+            timeout=300,
+        )
+    finally:
+        os.close(terminal)
+        reader.join(timeout=5)
+        os.close(controller)
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, b"".join(shown).decode(), done.stderr
+    )
+
+
+def run(cwd: Path, command: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / command), *args], cwd=cwd, capture_output=True, text=True, env=ENV, timeout=300
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path, mini_project: Path) -> Path:
+    """An output folder whose SQLite store exists (one run logged in-process)."""
+    out = tmp_path / "out"
+    first = run(tmp_path, "ragsweep", f"paths.output_dir={out}", *project(mini_project))
+    assert first.returncode == 0, first.stderr[-3000:]
+    return out
+
+
+def _client(out: Path) -> MlflowClient:
+    return MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
+
+
+def _newest_run_dir(out: Path) -> Path:
+    return max((out / "runs").glob("*/*"), key=lambda p: p.stat().st_mtime)
+
+
+def _logged(out: Path, record_id: str) -> list[object]:
+    client = _client(out)
+    experiment = client.get_experiment_by_name("ragsweep")
+    assert experiment is not None
+    return client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`{tag.RECORD_ID}` = '{record_id}'"
+    )
+
+
+def test_a_run_at_a_terminal_exits_before_mlflow_and_its_run_lands_completely(
+    tmp_path: Path, mini_project: Path, store: Path
+) -> None:
+    out = at_terminal(tmp_path, f"paths.output_dir={store}", *project(mini_project))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "mlflow modules: []" in out.stderr  # the run's own process never imported MLflow
+    run_dir = _newest_run_dir(store)
+    assert f"ragsweep-log --wait {run_dir}" in out.stderr
+    assert "being logged in the background" in out.stderr  # the summary's run line
+
+    waited = run(tmp_path, "ragsweep-log", "--wait", str(run_dir))
+    assert waited.returncode == 0, waited.stderr[-3000:]
+    record = json.loads((run_dir / "record.json").read_text(encoding="utf-8"))
+    (logged,) = _logged(store, record["record_id"])
+    assert f"{run_dir}: logged as run {logged.info.run_id}" in waited.stdout
+    assert logged.info.status == "FINISHED"
+    assert logged.data.tags[tag.LOGGED] == "complete"
+    assert logged.data.metrics == pytest.approx(record["metrics"])
+    assert logged.data.params == record["params"]
+    assert record["tags"].items() <= logged.data.tags.items()
+    uploaded = {a.path for a in _client(store).list_artifacts(logged.info.run_id)}
+    assert {"cases.jsonl.gz", "cases_table.json", "chunks.jsonl.gz", "config.yaml"} <= uploaded
+    assert LOG_FILE not in uploaded and "record.json" not in uploaded
+    assert f"logged as run {logged.info.run_id}" in (run_dir / LOG_FILE).read_text()
+    assert not list((store / "mlflow.db.pending").glob("*"))  # the marker is gone
+
+    # A script (stdout not a terminal) keeps logging in-process: it can read the store next.
+    piped = run(tmp_path, "ragsweep", f"paths.output_dir={store}", *project(mini_project))
+    assert piped.returncode == 0 and "background" not in piped.stderr
+    record = json.loads((_newest_run_dir(store) / "record.json").read_text(encoding="utf-8"))
+    assert len(_logged(store, record["record_id"])) == 1
+
+
+def test_readers_wait_for_a_background_log_still_running(
+    tmp_path: Path, mini_project: Path, store: Path
+) -> None:
+    # Holding the store's lock keeps the background logger from opening the store, so its
+    # log stays pending for as long as this test wants.
+    with (store / "mlflow.db.store.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        out = at_terminal(tmp_path, f"paths.output_dir={store}", *project(mini_project))
+        assert out.returncode == 0, out.stderr[-3000:]
+        run_dir = _newest_run_dir(store)
+        progress = tmp_path / "compare.err"
+        with progress.open("w") as err:
+            reader = subprocess.Popen(
+                [str(BIN / "ragsweep-log"), "--wait", str(run_dir)],
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                env=ENV,
+            )
+            deadline = time.monotonic() + 60
+            while "waiting for 1 background MLflow log" not in progress.read_text():
+                assert reader.poll() is None, progress.read_text()
+                assert time.monotonic() < deadline, "the reader never said it waits"
+                time.sleep(0.1)
+            time.sleep(1)
+            assert reader.poll() is None  # still waiting: the log has not landed
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            stdout, _ = reader.communicate(timeout=300)
+    assert reader.returncode == 0, progress.read_text()[-3000:]
+    record = json.loads((run_dir / "record.json").read_text(encoding="utf-8"))
+    (logged,) = _logged(store, record["record_id"])
+    assert f"logged as run {logged.info.run_id}" in stdout
+    assert logged.data.tags[tag.LOGGED] == "complete"
+
+
+def test_a_failed_background_log_is_reported_by_the_next_command_and_can_be_logged_again(
+    tmp_path: Path, mini_project: Path, store: Path
+) -> None:
+    artifacts = store / "mlartifacts"
+    artifacts.rename(store / "mlartifacts.aside")
+    artifacts.write_text("a file where the artifact folder should be\n")  # fails even as root
+    out = at_terminal(tmp_path, f"paths.output_dir={store}", *project(mini_project))
+    assert out.returncode == 0, out.stderr[-3000:]
+    run_dir = _newest_run_dir(store)
+
+    waited = run(tmp_path, "ragsweep-log", "--wait", str(run_dir))
+    assert waited.returncode == 2
+    assert f"the background MLflow log of {run_dir} did not finish" in waited.stderr
+    assert f"ragsweep-log {run_dir}" in waited.stderr
+    assert "error:" in (run_dir / LOG_FILE).read_text()
+
+    # The next command that touches the store reports it too: an in-process run (a script),
+    # and the next run at a terminal (whose own log lands).
+    artifacts.unlink()
+    (store / "mlartifacts.aside").rename(artifacts)
+    script = run(tmp_path, "ragsweep", f"paths.output_dir={store}", *project(mini_project))
+    assert script.returncode == 0, script.stderr[-3000:]
+    assert f"the background MLflow log of {run_dir} did not finish" in script.stderr
+    again = at_terminal(tmp_path, f"paths.output_dir={store}", *project(mini_project))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"the background MLflow log of {run_dir} did not finish" in again.stderr
+    assert run(tmp_path, "ragsweep-log", "--wait", str(_newest_run_dir(store))).returncode == 0
+
+    relogged = run(tmp_path, "ragsweep-log", str(run_dir))
+    assert relogged.returncode == 0, relogged.stderr[-3000:]
+    record = json.loads((run_dir / "record.json").read_text(encoding="utf-8"))
+    complete = [
+        r for r in _logged(store, record["record_id"]) if r.data.tags.get(tag.LOGGED) == "complete"
+    ]
+    assert len(complete) == 1 and complete[0].info.status == "FINISHED"
+    assert f"logged as run {complete[0].info.run_id}" in relogged.stdout
+    assert not list((store / "mlflow.db.pending").glob("*"))
+    quiet = run(tmp_path, "ragsweep-log", "--wait", str(run_dir))
+    assert quiet.returncode == 0 and "did not finish" not in quiet.stderr
