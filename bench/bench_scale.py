@@ -125,21 +125,18 @@ CPU_SECONDS: dict[str, float] = {}
 
 
 def record_cpu_per_stage() -> None:
-    """Wrap ragsweep's ``Timer.stage`` so each stage's CPU seconds are recorded beside its
-    wall seconds: on a shared machine the CPU time is the steadier figure (it does not count
-    waiting for a core), so the exponents are fitted on it too."""
+    """Keep each stage's CPU seconds (``Timer.cpu_seconds``, recorded beside its wall
+    seconds) of the run's timer: on a shared machine the CPU time is the steadier figure
+    (it does not count waiting for a core), so the exponents are fitted on it too."""
     from ragsweep.pipeline import Timer
 
     wall_stage = Timer.stage
 
     @contextmanager
     def stage(self: Timer, name: str) -> Iterator[None]:
-        started = time.process_time()
-        try:
-            with wall_stage(self, name):
-                yield
-        finally:
-            CPU_SECONDS[name] = CPU_SECONDS.get(name, 0.0) + time.process_time() - started
+        with wall_stage(self, name):
+            yield
+        CPU_SECONDS.update(self.cpu_seconds)
 
     Timer.stage = stage  # type: ignore[method-assign]
 

@@ -13,7 +13,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -35,14 +35,26 @@ class Document:
 
 @dataclass(frozen=True)
 class Corpus:
-    """All documents of a corpus, in a deterministic order (sorted by id)."""
+    """All documents of a corpus, in a deterministic order (sorted by id).
 
-    documents: tuple[Document, ...]
+    ``documents`` may read each document on first use (:mod:`ragsweep.corpus_index`: an
+    unchanged JSONL file); it then also knows the ``ids`` and ``known_hash``, the content
+    hash recorded when the file was last read whole, so neither needs every document.
+    """
+
+    documents: Sequence[Document]
     source: str
+    known_hash: str | None = field(default=None, compare=False)
 
     @functools.cached_property
-    def _by_id(self) -> dict[str, Document]:
-        return {d.id: d for d in self.documents}
+    def ids(self) -> tuple[str, ...]:
+        """Every document id, in corpus order."""
+        listed = getattr(self.documents, "ids", None)
+        return tuple(listed) if listed is not None else tuple(d.id for d in self.documents)
+
+    @functools.cached_property
+    def _position(self) -> dict[str, int]:
+        return {doc_id: i for i, doc_id in enumerate(self.ids)}
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -51,10 +63,10 @@ class Corpus:
         return iter(self.documents)
 
     def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._by_id
+        return doc_id in self._position
 
     def get(self, doc_id: str) -> Document:
-        return self._by_id[doc_id]
+        return self.documents[self._position[doc_id]]
 
     @property
     def n_chars(self) -> int:
@@ -70,6 +82,8 @@ class Corpus:
     def _content_hash(self) -> str:
         # cached_property writes the instance __dict__ directly, so it works on a frozen
         # dataclass without object.__setattr__
+        if self.known_hash is not None:
+            return self.known_hash
         return sha256_parts(p for d in self.documents for p in (d.id, d.text))
 
 
@@ -226,16 +240,23 @@ def _read_utf8(file: Path, encoding: str = "utf-8") -> str:
 
 def _read_jsonl(file: Path) -> list[Document]:
     """The documents of a JSONL corpus; every bad line and duplicate id is reported."""
+    return [doc for doc, _ in read_jsonl_numbered(file)]
+
+
+def read_jsonl_numbered(file: Path) -> list[tuple[Document, int]]:
+    """The documents of a JSONL corpus, each with its 1-based line number (lines as
+    :func:`jsonl_lines` cuts them), in file order; every bad line and duplicate id is
+    reported together (CorpusError)."""
     text = _read_utf8(file, encoding="utf-8-sig")
     problems = ProblemList(str(file), CorpusError)
-    documents: list[Document] = []
+    documents: list[tuple[Document, int]] = []
     first_line: dict[str, int] = {}
     for line_no, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         where = f"{file}:{line_no}"
         try:
-            doc = _document_from_record(_json_line(line, where), where)
+            doc = document_from_record(json_line(line, where), where)
         except CorpusError as exc:
             problems.add(str(exc))
             continue
@@ -246,19 +267,19 @@ def _read_jsonl(file: Path) -> list[Document]:
             )
             continue
         first_line[doc.id] = line_no
-        documents.append(doc)
+        documents.append((doc, line_no))
     problems.raise_if_any()
     return documents
 
 
-def _json_line(line: str, where: str) -> Any:
+def json_line(line: str, where: str) -> Any:
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
         raise CorpusError(f"{where}: invalid JSON ({exc.msg})") from None
 
 
-def _document_from_record(record: Any, where: str) -> Document:
+def document_from_record(record: Any, where: str) -> Document:
     if not isinstance(record, dict):
         raise CorpusError(f"{where}: expected a JSON object, got {type(record).__name__}")
     unknown = set(record) - {"id", "text", "title", "metadata"}

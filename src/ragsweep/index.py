@@ -157,6 +157,13 @@ def scope_masker(chunk_docs: Sequence[str]) -> ScopeMask:
         dtype=np.int64,
         count=len(chunk_docs),
     )
+    return scope_masker_from_codes(chunk_codes, list(codes))
+
+
+def scope_masker_from_codes(chunk_codes: np.ndarray, doc_ids: Sequence[str]) -> ScopeMask:
+    """:func:`scope_masker` of chunks given by document code: chunk i belongs to
+    ``doc_ids[chunk_codes[i]]``."""
+    codes = {doc: i for i, doc in enumerate(doc_ids)}
     memo: dict[tuple[str, ...], np.ndarray] = {}
 
     def mask(scope: Sequence[str] | None) -> np.ndarray | None:
@@ -164,8 +171,9 @@ def scope_masker(chunk_docs: Sequence[str]) -> ScopeMask:
             return None
         key = tuple(sorted(scope))
         if key not in memo:
-            wanted = [codes[doc] for doc in key if doc in codes]
-            memo[key] = np.isin(chunk_codes, np.asarray(wanted, dtype=np.int64))
+            allowed = np.zeros(len(doc_ids), dtype=bool)
+            allowed[[codes[doc] for doc in key if doc in codes]] = True
+            memo[key] = allowed[chunk_codes]
         return memo[key]
 
     return mask

@@ -1,0 +1,122 @@
+"""A run's chunks as columns: spans in numpy arrays, a :class:`~ragsweep.chunking.Chunk` built
+only for the rows that are read.
+
+A warm run of a large corpus reads few chunks (the ones some case retrieved: scoring,
+budget packing, ``cases.jsonl``, ``chunks.jsonl``, the judge), so building one ``Chunk``
+(and slicing its text) per chunk of the corpus would be most of its work: ~8 s for 1M
+chunks. The table keeps the spans as arrays (memory-mapped when loaded from the stage
+cache) and builds a chunk on indexing. Iterating it builds every chunk, which only the
+stages that need every text do (indexed texts, an index build).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import overload
+
+import numpy as np
+
+from ragsweep.chunking import Chunk, make_chunk
+from ragsweep.corpus import Corpus
+
+SPANS_FILE = "spans.npy"
+"""``(n_chunks, 4)`` int64: document position in the corpus (its id order), start, end,
+heading-path code."""
+HEADINGS_FILE = "headings.json"
+"""The distinct heading paths, a list of lists of titles; column 3 of the spans indexes it."""
+LEGACY_FILE = "data.json"
+"""Chunk entries written before the table: ``[[doc, start, end, heading_path], ...]``."""
+
+
+class ChunkTable(Sequence[Chunk]):
+    """The chunks of ``corpus`` at the rows of ``spans`` (see :data:`SPANS_FILE`), in index
+    order; ``table[i]`` is built on use and equals what chunking produced."""
+
+    def __init__(self, corpus: Corpus, spans: np.ndarray, headings: Sequence[tuple[str, ...]]):
+        if spans.ndim != 2 or spans.shape[1] != 4:
+            raise ValueError(f"chunk spans have shape {spans.shape}, expected (n, 4)")
+        self.corpus = corpus
+        self.spans = spans
+        self.headings = tuple(headings)
+
+    @classmethod
+    def from_chunks(cls, corpus: Corpus, chunks: Sequence[Chunk]) -> ChunkTable:
+        position = {doc_id: i for i, doc_id in enumerate(corpus.ids)}
+        codes: dict[tuple[str, ...], int] = {}
+        spans = np.array(
+            [
+                (position[c.doc], c.start, c.end, codes.setdefault(c.heading_path, len(codes)))
+                for c in chunks
+            ],
+            dtype=np.int64,
+        ).reshape(len(chunks), 4)
+        return cls(corpus, spans, list(codes))
+
+    def save(self, folder: Path) -> None:
+        np.save(folder / SPANS_FILE, np.ascontiguousarray(self.spans), allow_pickle=False)
+        (folder / HEADINGS_FILE).write_text(
+            json.dumps([list(h) for h in self.headings], ensure_ascii=False), encoding="utf-8"
+        )
+
+    @classmethod
+    def load(cls, folder: Path, corpus: Corpus) -> ChunkTable:
+        """The table stored in ``folder``, its spans memory-mapped; an entry of the older
+        JSON layout (:data:`LEGACY_FILE`) is read too. Raises ValueError, KeyError or
+        OSError on content that is not a chunk table of ``corpus``."""
+        if not (folder / SPANS_FILE).is_file() and (folder / LEGACY_FILE).is_file():
+            rows = json.loads((folder / LEGACY_FILE).read_text(encoding="utf-8"))
+            chunks = [make_chunk(corpus.get(d), s, e, tuple(path)) for d, s, e, path in rows]
+            return cls.from_chunks(corpus, chunks)
+        spans = np.load(folder / SPANS_FILE, mmap_mode="r", allow_pickle=False)
+        headings = json.loads((folder / HEADINGS_FILE).read_text(encoding="utf-8"))
+        table = cls(corpus, spans, [tuple(h) for h in headings])
+        table._check()
+        return table
+
+    def _check(self) -> None:
+        """Every row names a document of the corpus and a known heading path: a table
+        that does not fit its corpus is malformed, not served."""
+        if self.spans.dtype != np.int64:
+            raise ValueError(f"chunk spans are {self.spans.dtype}, expected int64")
+        if len(self.spans) == 0:
+            return
+        low, high = self.spans.min(axis=0), self.spans.max(axis=0)
+        if low.min() < 0 or high[0] >= len(self.corpus) or high[3] >= len(self.headings):
+            raise ValueError("chunk spans point outside the corpus or the heading list")
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    @overload
+    def __getitem__(self, index: int) -> Chunk: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Chunk]: ...
+
+    def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(index, slice):
+            return [self._chunk(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"chunk {index} of {len(self)}")
+        return self._chunk(index)
+
+    def _chunk(self, row: int) -> Chunk:
+        doc, start, end, heading = self.spans[row].tolist()
+        return make_chunk(self.corpus.documents[doc], start, end, self.headings[heading])
+
+    def __iter__(self) -> Iterator[Chunk]:
+        documents, headings = self.corpus.documents, self.headings
+        for doc, start, end, heading in self.spans.tolist():
+            yield make_chunk(documents[doc], start, end, headings[heading])
+
+    def doc_codes(self) -> np.ndarray:
+        """Each chunk's document as its position in the corpus's id order (int64)."""
+        return np.asarray(self.spans[:, 0])
+
+    def doc_ids(self) -> tuple[str, ...]:
+        """The corpus's document ids; ``doc_ids()[doc_codes()[i]]`` is chunk i's document."""
+        return self.corpus.ids
