@@ -40,6 +40,7 @@ class ChunkTable(Sequence[Chunk]):
         self.corpus = corpus
         self.spans = spans
         self.headings = tuple(headings)
+        self._built: dict[int, Chunk] = {}  # the rows read so far (scoring, then files)
 
     @classmethod
     def from_chunks(cls, corpus: Corpus, chunks: Sequence[Chunk]) -> ChunkTable:
@@ -62,13 +63,12 @@ class ChunkTable(Sequence[Chunk]):
 
     @classmethod
     def load(cls, folder: Path, corpus: Corpus) -> ChunkTable:
-        """The table stored in ``folder``, its spans memory-mapped; an entry of the older
-        JSON layout (:data:`LEGACY_FILE`) is read too. Raises ValueError, KeyError or
-        OSError on content that is not a chunk table of ``corpus``."""
-        if not (folder / SPANS_FILE).is_file() and (folder / LEGACY_FILE).is_file():
-            rows = json.loads((folder / LEGACY_FILE).read_text(encoding="utf-8"))
-            chunks = [make_chunk(corpus.get(d), s, e, tuple(path)) for d, s, e, path in rows]
-            return cls.from_chunks(corpus, chunks)
+        """The table stored in ``folder``, its spans memory-mapped. Raises ValueError,
+        KeyError or OSError on content that is not a chunk table of ``corpus``, so the
+        stage cache discards it and chunks again: among them an entry of the JSON layout
+        written before the table (:data:`LEGACY_FILE`)."""
+        if (folder / LEGACY_FILE).is_file():
+            raise ValueError(f"{LEGACY_FILE}: a chunk entry of the layout before the table")
         spans = np.load(folder / SPANS_FILE, mmap_mode="r", allow_pickle=False)
         headings = json.loads((folder / HEADINGS_FILE).read_text(encoding="utf-8"))
         table = cls(corpus, spans, [tuple(h) for h in headings])
@@ -105,8 +105,12 @@ class ChunkTable(Sequence[Chunk]):
         return self._chunk(index)
 
     def _chunk(self, row: int) -> Chunk:
-        doc, start, end, heading = self.spans[row].tolist()
-        return make_chunk(self.corpus.documents[doc], start, end, self.headings[heading])
+        found = self._built.get(row)
+        if found is None:
+            doc, start, end, heading = self.spans[row].tolist()
+            found = make_chunk(self.corpus.documents[doc], start, end, self.headings[heading])
+            self._built[row] = found
+        return found
 
     def __iter__(self) -> Iterator[Chunk]:
         documents, headings = self.corpus.documents, self.headings
@@ -117,6 +121,6 @@ class ChunkTable(Sequence[Chunk]):
         """Each chunk's document as its position in the corpus's id order (int64)."""
         return np.asarray(self.spans[:, 0])
 
-    def doc_ids(self) -> tuple[str, ...]:
-        """The corpus's document ids; ``doc_ids()[doc_codes()[i]]`` is chunk i's document."""
-        return self.corpus.ids
+    def doc_positions(self) -> dict[str, int]:
+        """Each document id's code (:meth:`doc_codes`)."""
+        return self.corpus.positions

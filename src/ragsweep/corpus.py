@@ -53,7 +53,8 @@ class Corpus:
         return tuple(listed) if listed is not None else tuple(d.id for d in self.documents)
 
     @functools.cached_property
-    def _position(self) -> dict[str, int]:
+    def positions(self) -> dict[str, int]:
+        """Each document id's position in corpus order."""
         return {doc_id: i for i, doc_id in enumerate(self.ids)}
 
     def __len__(self) -> int:
@@ -63,10 +64,10 @@ class Corpus:
         return iter(self.documents)
 
     def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._position
+        return doc_id in self.positions
 
     def get(self, doc_id: str) -> Document:
-        return self.documents[self._position[doc_id]]
+        return self.documents[self.positions[doc_id]]
 
     @property
     def n_chars(self) -> int:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, BinaryIO, overload
 
 import numpy as np
 
@@ -125,6 +126,7 @@ class JsonlDocuments(Sequence[Document]):
         self.ids = ids
         self.lines = lines
         self._read: dict[int, Document] = {}
+        self._handle: BinaryIO | None = None  # opened on the first read, closed with self
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -145,9 +147,11 @@ class JsonlDocuments(Sequence[Document]):
 
     def _parse(self, index: int) -> Document:
         start, end = self.lines[index].tolist()
-        with open(self.path, "rb") as handle:
-            handle.seek(start)
-            data = handle.read(end - start)
+        if self._handle is None:
+            self._handle = open(self.path, "rb")  # noqa: SIM115 - closed by the finalizer
+            weakref.finalize(self, self._handle.close)
+        self._handle.seek(start)
+        data = self._handle.read(end - start)
         where = f"{self.path} (bytes {start}-{end})"
         try:
             text = data.decode("utf-8-sig" if start == 0 else "utf-8")

@@ -271,7 +271,7 @@ def chunk_scope_masker(chunks: Sequence[Chunk]) -> ScopeMask:
     """:func:`~ragsweep.index.scope_masker` of ``chunks``, from a chunk table's document
     codes without building its chunks."""
     if isinstance(chunks, ChunkTable):
-        return scope_masker_from_codes(chunks.doc_codes(), chunks.doc_ids())
+        return scope_masker_from_codes(chunks.doc_codes(), chunks.doc_positions())
     return scope_masker([c.doc for c in chunks])
 
 

@@ -21,6 +21,7 @@ judge config's result fields (:mod:`ragsweep.judge.stage`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
@@ -101,9 +102,15 @@ def rankings_key(
     """Key of the rankings of ``queries``: the index, every query's text, scope mask and
     case id (in order), the retrieval fields, the depth actually searched and the search
     code."""
+    digests: dict[int, str] = {}  # cases of one scope share one mask object
+
+    def mask_digest(mask: np.ndarray) -> str:
+        if id(mask) not in digests:
+            digests[id(mask)] = hashlib.sha256(np.packbits(mask).tobytes()).hexdigest()
+        return digests[id(mask)]
+
     listed = [
-        [q.text, None if q.allowed is None else np.packbits(q.allowed).tobytes().hex(), q.case]
-        for q in queries
+        [q.text, None if q.allowed is None else mask_digest(q.allowed), q.case] for q in queries
     ]
     return sha256_json(
         {
