@@ -12,7 +12,7 @@ stages that need every text do (indexed texts, an index build).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import overload
 
@@ -121,6 +121,6 @@ class ChunkTable(Sequence[Chunk]):
         """Each chunk's document as its position in the corpus's id order (int64)."""
         return np.asarray(self.spans[:, 0])
 
-    def doc_positions(self) -> dict[str, int]:
+    def doc_positions(self) -> Mapping[str, int]:
         """Each document id's code (:meth:`doc_codes`)."""
         return self.corpus.positions

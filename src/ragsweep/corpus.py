@@ -9,7 +9,9 @@ Symbolic links to outside the corpus directory are read only with
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import json
 import os
 import re
@@ -53,9 +55,14 @@ class Corpus:
         return tuple(listed) if listed is not None else tuple(d.id for d in self.documents)
 
     @functools.cached_property
-    def positions(self) -> dict[str, int]:
-        """Each document id's position in corpus order."""
-        return {doc_id: i for i, doc_id in enumerate(self.ids)}
+    def positions(self) -> Mapping[str, int]:
+        """Each document id's position in corpus order. Ids in sorted order (as
+        :func:`load_corpus` keeps them) are found by binary search, without building a
+        dictionary of every id (a warm run looks up a few thousand of them)."""
+        ids = self.ids
+        if all(a < b for a, b in itertools.pairwise(ids)):
+            return _SortedPositions(ids)
+        return {doc_id: i for i, doc_id in enumerate(ids)}
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -86,6 +93,33 @@ class Corpus:
         if self.known_hash is not None:
             return self.known_hash
         return sha256_parts(p for d in self.documents for p in (d.id, d.text))
+
+
+class _SortedPositions(Mapping[str, int]):
+    """``{id: position}`` over ids in strictly increasing order, by binary search."""
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        self._ids = ids
+
+    def __getitem__(self, doc_id: str) -> int:
+        if isinstance(doc_id, str):
+            position = bisect.bisect_left(self._ids, doc_id)
+            if position < len(self._ids) and self._ids[position] == doc_id:
+                return position
+        raise KeyError(doc_id)
+
+    def __contains__(self, doc_id: object) -> bool:
+        try:
+            self[doc_id]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
 
 
 def load_corpus(cfg: CorpusConfig) -> Corpus:
