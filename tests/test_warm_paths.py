@@ -251,3 +251,24 @@ def test_cold_warm_and_uncached_runs_write_the_same_cases_on_a_synthetic_corpus(
     assert warm.cache_metrics["cache/corpus/hits"] == 1  # the corpus was not read again
     assert_same_cases(cold, warm, off)
     assert len(run_files(warm)["cases.jsonl"].splitlines()) == 80
+
+
+def test_scope_keys_follow_the_documents_of_the_corpus_in_a_scope() -> None:
+    from ragsweep.backends import BACKENDS
+    from ragsweep.config import RetrievalConfig
+    from ragsweep.index import Query
+    from ragsweep.stages import rankings_key, scope_key
+
+    positions = {"a": 0, "b": 1, "c": 2}
+    assert scope_key(None, positions) is None
+    assert scope_key(["b", "a", "b"], positions) == scope_key(["a", "b"], positions)
+    assert scope_key(["a", "gone"], positions) == scope_key(["a"], positions)  # no chunks
+    assert scope_key(["a"], positions) != scope_key(["b"], positions)
+    assert scope_key([], positions) not in (None, scope_key(["a"], positions))
+    queries = [Query("q", None, "1"), Query("r", None, "2")]
+    bm25, cfg = BACKENDS.get("bm25"), RetrievalConfig()
+    keys = {
+        rankings_key("i", queries, cfg, 5, bm25, scopes)
+        for scopes in ([None, None], ["docs:0", None], ["docs:1", None], [None, "docs:0"])
+    }
+    assert len(keys) == 4

@@ -48,6 +48,7 @@ from ragsweep.hashing import sha256_json
 from ragsweep.index import (
     Index,
     IndexProvenance,
+    Query,
     Ranked,
     ScopeMask,
     scope_masker,
@@ -67,6 +68,7 @@ from ragsweep.stages import (
     chunks_key,
     index_key,
     rankings_key,
+    scope_key,
     texts_key,
 )
 from ragsweep.tables import logged_tables_tag
@@ -282,6 +284,17 @@ def retrieved_chunks(chunks: Sequence[Chunk], ranked: Sequence[Ranked]) -> list[
     return [chunks[row] for row in rows.tolist()]
 
 
+def resolved_positions(built: BuiltIndex) -> Mapping[str, int]:
+    """Document id → corpus position of the run's chunk table (what :func:`scope_key`
+    keys scopes by); by first appearance among the chunks for another chunk list."""
+    if isinstance(built.chunks, ChunkTable):
+        return built.chunks.doc_positions()
+    positions: dict[str, int] = {}
+    for chunk in built.chunks:
+        positions.setdefault(chunk.doc, len(positions))
+    return positions
+
+
 def evaluate_cases(
     cases: Sequence[GoldenCase], built: BuiltIndex, resolved: ResolvedConfig, cache: StageCache
 ) -> tuple[tuple[CaseResult, ...], dict[str, float], list[Chunk]]:
@@ -291,27 +304,34 @@ def evaluate_cases(
     exact search), and the retrieved chunks (:func:`retrieved_chunks`). Rankings come
     from the cache when these queries already ran on this index."""
     cfg, preprocessor = resolved.cfg, resolved.preprocessor
-    mask = chunk_scope_masker(built.chunks)
-    queries = make_queries(
-        cases, preprocessor, mask if cfg.retrieval.respect_scope else (lambda scope: None)
-    )
+    respect = cfg.retrieval.respect_scope
+    texts_only = make_queries(cases, preprocessor, lambda scope: None)
+    positions = resolved_positions(built) if respect else {}
+    scopes = [scope_key(c.scope, positions) if respect else None for c in cases]
+
+    @functools.cache
+    def queries() -> list[Query]:  # with their scope masks: only a search needs them
+        if not respect:
+            return texts_only
+        return make_queries(cases, preprocessor, chunk_scope_masker(built.chunks))
+
     depth = cfg.rerank.depth(cfg.top_k)  # a reranker rescores more than the run keeps
     ranked = cached_rankings(
         lambda: built.index,
-        rankings_key(built.key, queries, cfg.retrieval, depth, built.backend),
-        queries,
+        rankings_key(built.key, texts_only, cfg.retrieval, depth, built.backend, scopes),
+        texts_only,
         preprocessor.identity,
         depth,
-        lambda index: retrieve(queries, index, preprocessor.identity, depth),
+        lambda index: retrieve(queries(), index, preprocessor.identity, depth),
         cache,
     )
     index_metrics = {}  # e.g. ann: recall against exact search (it opens the index)
     if getattr(built.backend, "measures_rankings", False):
         measuring: Any = built.index  # such a backend's index has run_metrics
-        index_metrics = measuring.run_metrics(queries, ranked)
+        index_metrics = measuring.run_metrics(queries(), ranked)
     if resolved.reranker is not None:
         reranker = Reranker(cfg.rerank, resolved.reranker, cache)
-        ranked = reranker.rerank(ranked, queries, built.texts, cfg.top_k)
+        ranked = reranker.rerank(ranked, texts_only, built.texts, cfg.top_k)
     with gc_paused():
         results = score_cases(cases, ranked, built.chunks, cfg.eval)
     retrieved = retrieved_chunks(built.chunks, ranked)

@@ -98,10 +98,15 @@ def rankings_key(
     cfg: RetrievalConfig,
     depth: int,
     backend: Backend,
+    scopes: Sequence[str | None] | None = None,
 ) -> str:
-    """Key of the rankings of ``queries``: the index, every query's text, scope mask and
-    case id (in order), the retrieval fields, the depth actually searched and the search
-    code."""
+    """Key of the rankings of ``queries``: the index, every query's text, scope and case id
+    (in order), the retrieval fields, the depth actually searched and the search code.
+
+    A query's scope is the digest of its chunk mask, or ``scopes[i]`` when given
+    (:func:`scope_key`: its documents; the index key fixes which chunks they hold), so a
+    run whose rankings are cached never builds a mask over every chunk.
+    """
     digests: dict[int, str] = {}  # cases of one scope share one mask object
 
     def mask_digest(mask: np.ndarray) -> str:
@@ -109,9 +114,9 @@ def rankings_key(
             digests[id(mask)] = hashlib.sha256(np.packbits(mask).tobytes()).hexdigest()
         return digests[id(mask)]
 
-    listed = [
-        [q.text, None if q.allowed is None else mask_digest(q.allowed), q.case] for q in queries
-    ]
+    if scopes is None:
+        scopes = [None if q.allowed is None else mask_digest(q.allowed) for q in queries]
+    listed = [[q.text, scope, q.case] for q, scope in zip(queries, scopes, strict=True)]
     return sha256_json(
         {
             "index": index_key_,
@@ -121,6 +126,15 @@ def rankings_key(
             "search_code": backend.search_code,
         }
     )
+
+
+def scope_key(scope: Sequence[str] | None, positions: Mapping[str, int]) -> str | None:
+    """A scope as part of a rankings key: the corpus positions of its documents (those in
+    the corpus), sorted; None for no scope. Equal keys give equal masks over one chunk set."""
+    if scope is None:
+        return None
+    codes = sorted({positions[doc] for doc in scope if doc in positions})
+    return "docs:" + ",".join(map(str, codes))
 
 
 def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, key: str, cache: StageCache) -> ChunkTable:
