@@ -128,11 +128,20 @@ def load_corpus(cfg: CorpusConfig) -> Corpus:
     Every problem of the input (undecodable files, bad JSONL lines, duplicate ids, links
     to outside the corpus) is collected in one pass and reported together.
     """
+    return load_corpus_with_lines(cfg)[0]
+
+
+def load_corpus_with_lines(cfg: CorpusConfig) -> tuple[Corpus, dict[str, int]]:
+    """:func:`load_corpus`, and for a JSONL corpus each document's 1-based line number
+    (empty for a directory), from the same single read."""
     path = Path(cfg.path)
+    lines: dict[str, int] = {}
     if path.is_dir():
         documents = _read_directory(path, cfg)
     elif path.is_file() and path.suffix.lower() == ".jsonl":
-        documents = _read_jsonl(path)
+        numbered = read_jsonl_numbered(path)
+        documents = [doc for doc, _ in numbered]
+        lines = {doc.id: number for doc, number in numbered}
     elif path.exists():
         raise CorpusError(f"corpus.path={path}: expected a directory or a .jsonl file")
     else:
@@ -145,7 +154,7 @@ def load_corpus(cfg: CorpusConfig) -> Corpus:
         )
         raise CorpusError(f"corpus.path={path}: no documents found ({what})")
     documents.sort(key=lambda d: d.id)
-    return Corpus(documents=tuple(documents), source=str(path))
+    return Corpus(documents=tuple(documents), source=str(path)), lines
 
 
 def jsonl_lines(text: str) -> list[str]:
@@ -153,6 +162,8 @@ def jsonl_lines(text: str) -> list[str]:
     with CR-only line endings have lines too); U+2028 and U+0085, which JSON strings may
     hold and ``str.splitlines`` would break on, do not end a line. A raw ``\\r`` cannot
     occur inside a JSON string, so no valid line is ever cut."""
+    if "\r" not in text:  # LF only, the usual case: str.split is ~10x faster than the regex
+        return text.split("\n")
     return _LINE_END.split(text)
 
 

@@ -33,6 +33,7 @@ from ragsweep.corpus import (
     document_from_record,
     json_line,
     load_corpus,
+    load_corpus_with_lines,
     read_jsonl_numbered,
 )
 from ragsweep.errors import CorpusError
@@ -98,8 +99,7 @@ def _reader_code() -> str:
 
 def _read_whole(cfg: CorpusConfig, path: Path) -> tuple[Corpus, np.ndarray]:
     """The corpus read and checked whole, and each document's line as a byte span."""
-    corpus = load_corpus(cfg)
-    line_of = {doc.id: number for doc, number in read_jsonl_numbered(path)}
+    corpus, line_of = load_corpus_with_lines(cfg)
     spans = _line_spans(path.read_bytes())
     lines = np.array([spans[line_of[doc_id] - 1] for doc_id in corpus.ids], dtype=np.int64)
     return corpus, lines.reshape(len(corpus), 2)
@@ -109,6 +109,10 @@ def _line_spans(data: bytes) -> list[tuple[int, int]]:
     """``[start, end)`` byte offsets of every line (terminator excluded), as
     :func:`~ragsweep.corpus.jsonl_lines` cuts the decoded text: UTF-8 never puts a CR or LF
     byte inside a multi-byte character, so the lines are the same."""
+    if b"\r" not in data:  # LF only (the usual case): one vectorized scan of the bytes
+        ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")).tolist()
+        starts = [0, *(end + 1 for end in ends)]
+        return list(zip(starts, [*ends, len(data)], strict=True))
     spans, start = [], 0
     for match in _LINE_END.finditer(data):
         spans.append((start, match.start()))
