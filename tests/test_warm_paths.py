@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pickle
 import random
 import sys
 from pathlib import Path
@@ -81,6 +82,8 @@ def test_an_unchanged_jsonl_corpus_is_read_lazily_and_equals_reading_it(
     assert "d" not in again
     lazy = open_corpus(cfg, StageCache(tmp_path / "cache"), trust_mtime=True)
     assert list(lazy) == list(eager.documents)  # iterating reads the file whole
+    copied = pickle.loads(pickle.dumps(again))  # after reads: the open file is not sent
+    assert copied.get("c") == eager.get("c") and copied.content_hash() == eager.content_hash()
 
 
 def test_a_rewritten_corpus_is_read_again_even_with_the_same_size_and_mtime(

@@ -135,6 +135,11 @@ class JsonlDocuments(Sequence[Document]):
     def __len__(self) -> int:
         return len(self.ids)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (a launcher may send a corpus to another process): without the open
+        file, which the copy opens again on its first read."""
+        return {**self.__dict__, "_handle": None}
+
     @overload
     def __getitem__(self, index: int) -> Document: ...
 
