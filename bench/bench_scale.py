@@ -26,6 +26,7 @@ import os
 import pstats
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -125,21 +126,18 @@ CPU_SECONDS: dict[str, float] = {}
 
 
 def record_cpu_per_stage() -> None:
-    """Wrap ragsweep's ``Timer.stage`` so each stage's CPU seconds are recorded beside its
-    wall seconds: on a shared machine the CPU time is the steadier figure (it does not count
-    waiting for a core), so the exponents are fitted on it too."""
+    """Keep each stage's CPU seconds (``Timer.cpu_seconds``, recorded beside its wall
+    seconds) of the run's timer: on a shared machine the CPU time is the steadier figure
+    (it does not count waiting for a core), so the exponents are fitted on it too."""
     from ragsweep.pipeline import Timer
 
     wall_stage = Timer.stage
 
     @contextmanager
     def stage(self: Timer, name: str) -> Iterator[None]:
-        started = time.process_time()
-        try:
-            with wall_stage(self, name):
-                yield
-        finally:
-            CPU_SECONDS[name] = CPU_SECONDS.get(name, 0.0) + time.process_time() - started
+        with wall_stage(self, name):
+            yield
+        CPU_SECONDS.update(self.cpu_seconds)
 
     Timer.stage = stage  # type: ignore[method-assign]
 
@@ -378,6 +376,37 @@ def curve(work: Path, backends: list[str], sizes: list[int] | None) -> dict[str,
     return {"rows": rows, "exponents": exponents(rows), "table": table(rows)}
 
 
+def warm_rounds(work: Path, backend: str, sizes: list[int], rounds: int) -> dict[str, Any]:
+    """Warm runs of every size in turn, ``rounds`` times, each in its own process, on the
+    caches a ``curve --work`` run left: on a shared machine one warm run per size is at
+    the mercy of the load, alternating sizes exposes them to the same load. Per size: the
+    median and range of wall ms per case, CPU seconds, CPU seconds without ``store``
+    (opening MLflow, the same at every size) and peak RSS."""
+    rows = []
+    for round_ in range(rounds):
+        for n in sizes:
+            row = in_subprocess("measure", str(work), str(n), backend, "warm")
+            row |= {"round": round_, "load_average": load_average()}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    summary = {}
+    for n in sizes:
+        mine = [r for r in rows if r["n_chunks_target"] == n]
+        figures = {
+            "ms_per_case": [r["ms_per_case"] for r in mine],
+            "cpu_seconds": [r["cpu_seconds"] for r in mine],
+            "cpu_without_store": [
+                round(r["cpu_seconds"] - r["cpu_stages"].get("store_seconds", 0.0), 3) for r in mine
+            ],
+            "peak_rss_mb": [r["peak_rss_mb"] for r in mine],
+        }
+        summary[str(n)] = {
+            name: {"median": statistics.median(v), "min": min(v), "max": max(v)}
+            for name, v in figures.items()
+        }
+    return {"backend": backend, "rounds": rounds, "rows": rows, "summary": summary}
+
+
 def exponents(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``b`` of ``time ∝ n^b`` between consecutive sizes, per backend, mode and stage (and
     for wall time and peak RSS)."""
@@ -478,7 +507,8 @@ def _cell(value: float | None) -> str:
 def render(stamp: str | None) -> None:
     """Print the tables of a stored curve (the latest, or the one started at ``stamp``)."""
     stored = json.loads(RESULTS.read_text())
-    results = stored[stamp or sorted(stored)[-1]]
+    curves = sorted(k for k, v in stored.items() if "rows" in v)  # not the warm rounds
+    results = stored[stamp or curves[-1]]
     rows = results["rows"]
     print("CPU seconds\n" + table(rows, cpu=True), "\n")
     print("Wall seconds\n" + table(rows), "\n")
@@ -490,12 +520,13 @@ def render(stamp: str | None) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["curve", "profile", "compare", "render", "_step"])
+    parser.add_argument("what", choices=["curve", "warm", "profile", "compare", "render", "_step"])
     parser.add_argument("args", nargs="*")
     parser.add_argument("--backend", action="append", choices=sorted(SIZES))
     parser.add_argument("--sizes", type=int, nargs="*")
     parser.add_argument("--size", type=int, default=300_000)
     parser.add_argument("--mode", choices=["cold", "warm"], default="warm")
+    parser.add_argument("--rounds", type=int, default=5, help="warm: rounds over the sizes")
     parser.add_argument("--work", type=Path, help="keep corpora, caches and runs here")
     options = parser.parse_args()
     if options.what == "_step":
@@ -512,6 +543,14 @@ def main() -> None:
         return
     if options.what == "render":
         render(options.args[0] if options.args else None)
+        return
+    if options.what == "warm":  # the caches of an earlier `curve --work DIR`
+        if options.work is None or not options.sizes:
+            raise SystemExit("warm needs --work (of an earlier curve) and --sizes")
+        backend = (options.backend or ["bm25"])[0]
+        results = warm_rounds(options.work, backend, options.sizes, options.rounds)
+        print(json.dumps(results["summary"], indent=1))
+        store_results({f"warm-{backend}": results})
         return
     with tempfile.TemporaryDirectory() as temporary:
         work = options.work or Path(temporary)
@@ -540,6 +579,11 @@ def main() -> None:
         results = curve(work, options.backend or list(SIZES), options.sizes)
     print(results["table"])
     print(json.dumps(results["exponents"], indent=1))
+    store_results(results)
+
+
+def store_results(results: dict[str, Any]) -> None:
+    """Add ``results`` to outputs/bench/scale.json under the current UTC time."""
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     previous[time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())] = results

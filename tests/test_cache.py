@@ -8,6 +8,7 @@ import multiprocessing
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -118,9 +119,11 @@ def test_repeat_run_hits_every_stage(compose_config, mini_project: Path) -> None
     first, cold = run(compose_config, mini_project)
     second, warm = run(compose_config, mini_project)
     assert cold["cache/chunks/misses"] == 1 and cold["cache/bm25_index/misses"] == 1
-    for stage in ("chunks", "texts", "bm25_index", "rankings"):
+    for stage in ("chunks", "rankings"):
         assert warm[f"cache/{stage}/hits"] == 1, stage
         assert warm[f"cache/{stage}/misses"] == 0, stage
+    for stage in ("texts", "bm25_index"):  # cached rankings need neither: not even opened
+        assert f"cache/{stage}/hits" not in warm and f"cache/{stage}/misses" not in warm
     assert rankings(first) == rankings(second)
     assert [c.seconds for c in first.cases] == [c.seconds for c in second.cases]
     assert [c.metrics for c in first.cases] == [c.metrics for c in second.cases]
@@ -184,7 +187,8 @@ def test_eval_golden_and_tracking_changes_keep_the_index(compose_config, mini_pr
         "tracking.experiment=other",
         "golden.holdout_fraction=0.5",
     )
-    assert stats["cache/bm25_index/hits"] == 1 and stats["cache/bm25_index/misses"] == 0
+    # the index is never rebuilt (it is not even opened when the rankings are cached)
+    assert stats.get("cache/bm25_index/misses", 0) == 0 and stats["cache/chunks/hits"] == 1
 
 
 def test_overlap_change_rechunks_but_reuses_identical_vectors(compose_config, mini_project):
@@ -210,7 +214,7 @@ def test_corrupt_entries_are_detected_and_recomputed(compose_config, mini_projec
     clean, _ = run(compose_config, mini_project, "embedding=use_m3")
     root = Path(clean.cache_root)
     targets = [
-        _entries(root, "chunks")[0] / "data.json",
+        _entries(root, "chunks")[0] / "spans.npy",
         _entries(root, "embeddings")[0] / "vectors.npy",
         _entries(root, "dense_index")[0] / "vectors.npy",
         _entries(root, "rankings")[0] / "indices.npy",
@@ -359,16 +363,25 @@ def test_cached_rankings_still_check_the_query_side(tmp_path: Path) -> None:
     cache, queries, raw = StageCache(tmp_path), [Query("abcdefghij")], {"steps": []}
     searches: list[int] = []
 
-    def search() -> list:
+    def search(searched: Any) -> list:
         searches.append(1)
-        return index.search(queries, 2, raw)
+        return searched.search(queries, 2, raw)
 
-    first = cached_rankings(index, "k", queries, raw, 2, search, cache)
-    again = cached_rankings(index, "k", queries, raw, 2, search, cache)
+    opened: list[int] = []
+
+    def open_index() -> Any:
+        opened.append(1)
+        return index
+
+    first = cached_rankings(open_index, "k", queries, raw, 2, search, cache)
+    again = cached_rankings(open_index, "k", queries, raw, 2, search, cache)
     assert len(searches) == 1 and cache.stats.stage("rankings").hits == 1
+    assert len(opened) == 1  # a hit does not open the index
     assert [r.indices.tolist() for r in again] == [r.indices.tolist() for r in first] == [[0, 2]]
-    with pytest.raises(DriftError, match="preprocess"):
-        cached_rankings(index, "k", queries, {"steps": ["nfkc"]}, 2, search, cache)
+    with pytest.raises(DriftError, match="preprocess"):  # on a hit
+        cached_rankings(open_index, "k", queries, {"steps": ["nfkc"]}, 2, search, cache)
+    with pytest.raises(DriftError, match="preprocess"):  # on a miss
+        cached_rankings(open_index, "k2", queries, {"steps": ["nfkc"]}, 2, search, cache)
 
 
 def test_an_encoder_that_reports_another_model_is_refused_and_not_kept(monkeypatch) -> None:

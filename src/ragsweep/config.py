@@ -410,3 +410,7 @@ class CacheConfig:
 
     enabled: bool = not_hashed(True)
     dir: str = not_hashed("")
+    trust_mtime: bool = not_hashed(True)
+    """Take a JSONL corpus file whose fingerprint (size, mtime, ctime, inode) is unchanged
+    as unchanged, without reading it again (docs/caching.md, "The corpus fingerprint");
+    false reads and hashes it every run."""

@@ -452,7 +452,7 @@ def _checked_doc_id(doc_id: Any, what: str, where: _Where, corpus: Corpus) -> st
     if not isinstance(doc_id, str) or not doc_id:
         raise where.error(f"{what}: doc id must be a non-empty string, got {doc_id!r}")
     if doc_id not in corpus:
-        hint = _did_you_mean(doc_id, [doc.id for doc in corpus])
+        hint = _did_you_mean(doc_id, list(corpus.ids))
         raise where.error(f"{what}: unknown doc {doc_id!r} (not in corpus {corpus.source}){hint}")
     return doc_id
 

@@ -157,7 +157,19 @@ def scope_masker(chunk_docs: Sequence[str]) -> ScopeMask:
         dtype=np.int64,
         count=len(chunk_docs),
     )
+    return scope_masker_from_codes(chunk_codes, codes)
+
+
+def scope_masker_from_codes(chunk_codes: np.ndarray, codes: Mapping[str, int]) -> ScopeMask:
+    """:func:`scope_masker` of chunks given by document code: chunk i belongs to the
+    document whose code (``codes[doc]``, 0 to ``len(codes) - 1``) is ``chunk_codes[i]``.
+
+    When the codes do not decrease (chunks in corpus order, as chunking makes them), a
+    document's chunks are one run of rows, found by binary search: a mask then costs its
+    scope's chunks (the rest of it stays unwritten zero pages), not the whole corpus.
+    """
     memo: dict[tuple[str, ...], np.ndarray] = {}
+    ordered = bool(np.all(chunk_codes[1:] >= chunk_codes[:-1]))
 
     def mask(scope: Sequence[str] | None) -> np.ndarray | None:
         if scope is None:
@@ -165,7 +177,23 @@ def scope_masker(chunk_docs: Sequence[str]) -> ScopeMask:
         key = tuple(sorted(scope))
         if key not in memo:
             wanted = [codes[doc] for doc in key if doc in codes]
-            memo[key] = np.isin(chunk_codes, np.asarray(wanted, dtype=np.int64))
+            if ordered:
+                memo[key] = _runs_mask(chunk_codes, wanted)
+            else:
+                allowed = np.zeros(len(codes), dtype=bool)
+                allowed[wanted] = True
+                memo[key] = allowed[chunk_codes]
         return memo[key]
 
     return mask
+
+
+def _runs_mask(ordered_codes: np.ndarray, wanted: Sequence[int]) -> np.ndarray:
+    """The chunks whose (non-decreasing) code is in ``wanted``."""
+    allowed = np.zeros(len(ordered_codes), dtype=bool)
+    targets = np.asarray(wanted, dtype=np.int64)
+    begins = np.searchsorted(ordered_codes, targets, side="left").tolist()
+    ends = np.searchsorted(ordered_codes, targets, side="right").tolist()
+    for begin, end in zip(begins, ends, strict=True):
+        allowed[begin:end] = True
+    return allowed

@@ -12,13 +12,16 @@ chunk is cut.
 
 from __future__ import annotations
 
+import functools
 import gc
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, overload
 
+import numpy as np
 from rich.console import Console
 
 from ragsweep import tags as tag
@@ -28,8 +31,10 @@ from ragsweep.backends import BACKENDS, Backend
 from ragsweep.background_log import wants_background
 from ragsweep.cache import StageCache
 from ragsweep.case_table import TABLE_FILE
+from ragsweep.chunk_table import ChunkTable
 from ragsweep.chunking import Chunk
-from ragsweep.corpus import Corpus, load_corpus
+from ragsweep.corpus import Corpus
+from ragsweep.corpus_index import open_corpus
 from ragsweep.errors import ConfigError
 from ragsweep.evaluate import (
     CaseResult,
@@ -41,7 +46,15 @@ from ragsweep.evaluate import (
 )
 from ragsweep.golden import GoldenCase, GoldenSet, load_golden
 from ragsweep.hashing import sha256_json
-from ragsweep.index import Index, IndexProvenance, scope_masker
+from ragsweep.index import (
+    Index,
+    IndexProvenance,
+    Query,
+    Ranked,
+    ScopeMask,
+    scope_masker,
+    scope_masker_from_codes,
+)
 from ragsweep.judge import JudgeOutcome, prepare_judge
 from ragsweep.latency import stage_latency
 from ragsweep.report import print_summary
@@ -56,6 +69,7 @@ from ragsweep.stages import (
     chunks_key,
     index_key,
     rankings_key,
+    scope_key,
     texts_key,
 )
 from ragsweep.tables import logged_tables_tag
@@ -100,17 +114,41 @@ def gc_paused() -> Iterator[None]:
 
 @dataclass
 class Timer:
-    """Wall-clock seconds per named stage."""
+    """Wall-clock (and CPU) seconds per named stage.
+
+    Stages are exclusive: while a stage runs inside another (the index, loaded on first use
+    inside ``eval_seconds``, counts as ``embed_seconds``), the outer one's clock stops, so
+    the stages add up to the run. A stage entered again inside itself is counted once.
+    """
 
     seconds: dict[str, float] = field(default_factory=dict)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    _open: list[tuple[str, float, float]] = field(default_factory=list, repr=False)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        started = time.perf_counter()
+        if any(open_name == name for open_name, _, _ in self._open):
+            yield
+            return
+        self._close_top()
+        self._open.append((name, time.perf_counter(), time.process_time()))
         try:
             yield
         finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+            self._close_top()
+            self._open.pop()
+            if self._open:  # the outer stage's clock runs again
+                outer = self._open[-1][0]
+                self._open[-1] = (outer, time.perf_counter(), time.process_time())
+
+    def _close_top(self) -> None:
+        """Add the time of the innermost open stage since its clock last started."""
+        if not self._open:
+            return
+        name, wall, cpu = self._open[-1]
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - wall
+        self.cpu_seconds[name] = self.cpu_seconds.get(name, 0.0) + time.process_time() - cpu
+        self._open[-1] = (name, time.perf_counter(), time.process_time())
 
 
 def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
@@ -126,24 +164,70 @@ def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
     return cases
 
 
-@dataclass(frozen=True)
 class BuiltIndex:
     """A run's chunks, the index over their (preprocessed) text and that index's cache key
     (:func:`~ragsweep.stages.index_key`); ``texts`` are the indexed texts (a reranker reads
     them); ``backend`` is the registered backend that built it (its search code is part of
-    the rankings key)."""
+    the rankings key).
 
-    chunks: list[Chunk]
-    index: Index
-    key: str
-    backend: Backend
-    texts: list[str] = field(default_factory=list)
+    ``texts`` and ``index`` are read from the cache (or built) on first use: a warm run
+    whose rankings are cached needs neither, and reading them grows with the corpus.
+    """
+
+    def __init__(
+        self,
+        chunks: Sequence[Chunk],
+        key: str,
+        backend: Backend,
+        texts: Callable[[], list[str]],
+        index: Callable[[Sequence[str]], Index],
+    ) -> None:
+        self.chunks = chunks
+        self.key = key
+        self.backend = backend
+        self._load_texts = texts
+        self._load_index = index
+
+    @functools.cached_property
+    def texts(self) -> list[str]:
+        return self._load_texts()
+
+    @functools.cached_property
+    def index(self) -> Index:
+        return self._load_index(LazyTexts(lambda: self.texts))
+
+
+class LazyTexts(Sequence[str]):
+    """The indexed texts, read on first use: a backend loading a cached index never does."""
+
+    def __init__(self, load: Callable[[], list[str]]) -> None:
+        self._load = load
+
+    @functools.cached_property
+    def _texts(self) -> list[str]:
+        return self._load()
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        return self._texts[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._texts)
 
 
 def build_index(
     resolved: ResolvedConfig, corpus: Corpus, cache: StageCache, timer: Timer
 ) -> BuiltIndex:
-    """Chunk the corpus and build (or load from the cache) the index over the chunks."""
+    """Chunk the corpus; the index over the chunks is built (or loaded from the cache) when
+    first used (see :class:`BuiltIndex`), its time counted in ``embed_seconds``."""
     cfg, preprocessor, model = resolved.cfg, resolved.preprocessor, resolved.model
     backend = BACKENDS.get(cfg.embedding.backend)
     with timer.stage("chunk_seconds"):
@@ -157,17 +241,23 @@ def build_index(
         corpus_hash=corpus.content_hash(),
         n_chunks=len(chunks),
     )
-    with timer.stage("embed_seconds"):
-        key = texts_key(chunk_set, cfg.chunking, preprocessor)
-        texts = cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
-        built_key = index_key(key, model, backend)
-        index = backend.cached_index(texts, built_key, cfg.embedding, provenance, cache)
-    return BuiltIndex(chunks, index, built_key, backend, texts)
+    key = texts_key(chunk_set, cfg.chunking, preprocessor)
+    built_key = index_key(key, model, backend)
+
+    def texts() -> list[str]:
+        with timer.stage("embed_seconds"):
+            return cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
+
+    def index(lazy_texts: Sequence[str]) -> Index:
+        with timer.stage("embed_seconds"):
+            return backend.cached_index(lazy_texts, built_key, cfg.embedding, provenance, cache)
+
+    return BuiltIndex(chunks, built_key, backend, texts, index)
 
 
 def _chunks(
     backend: Backend, resolved: ResolvedConfig, corpus: Corpus, cache: StageCache
-) -> tuple[list[Chunk], str]:
+) -> tuple[Sequence[Chunk], str]:
     """The run's chunks and their key: cut by ``chunking``, or, for a backend that brings
     its own (``external``), that backend's, keyed by their spans."""
     cfg = resolved.cfg
@@ -180,37 +270,73 @@ def _chunks(
     return chunks, sha256_json({"corpus": corpus.content_hash(), "own_chunks": spans})
 
 
+def chunk_scope_masker(chunks: Sequence[Chunk]) -> ScopeMask:
+    """:func:`~ragsweep.index.scope_masker` of ``chunks``, from a chunk table's document
+    codes without building its chunks."""
+    if isinstance(chunks, ChunkTable):
+        return scope_masker_from_codes(chunks.doc_codes(), chunks.doc_positions())
+    return scope_masker([c.doc for c in chunks])
+
+
+def retrieved_chunks(chunks: Sequence[Chunk], ranked: Sequence[Ranked]) -> list[Chunk]:
+    """The chunks of ``chunks`` some ranking holds, in index order, built from their rows
+    only: at most ``len(ranked)`` × the retrieval depth, however large the corpus."""
+    rows = np.unique(np.concatenate([r.indices for r in ranked] or [np.empty(0, np.int64)]))
+    return [chunks[row] for row in rows.tolist()]
+
+
+def resolved_positions(built: BuiltIndex) -> Mapping[str, int]:
+    """Document id → corpus position of the run's chunk table (what :func:`scope_key`
+    keys scopes by); by first appearance among the chunks for another chunk list."""
+    if isinstance(built.chunks, ChunkTable):
+        return built.chunks.doc_positions()
+    positions: dict[str, int] = {}
+    for chunk in built.chunks:
+        positions.setdefault(chunk.doc, len(positions))
+    return positions
+
+
 def evaluate_cases(
     cases: Sequence[GoldenCase], built: BuiltIndex, resolved: ResolvedConfig, cache: StageCache
-) -> tuple[tuple[CaseResult, ...], dict[str, float]]:
+) -> tuple[tuple[CaseResult, ...], dict[str, float], list[Chunk]]:
     """Retrieve for every case (within its scope when enforced) and score it; also return
-    the per-stage latency percentiles (:func:`~ragsweep.latency.stage_latency`) and what
+    the per-stage latency percentiles (:func:`~ragsweep.latency.stage_latency`) with what
     an index measures of its own rankings (``run_metrics``: the ``ann`` recall against
-    exact search). Rankings come from the cache when these queries already ran on this
-    index."""
+    exact search), and the retrieved chunks (:func:`retrieved_chunks`). Rankings come
+    from the cache when these queries already ran on this index."""
     cfg, preprocessor = resolved.cfg, resolved.preprocessor
-    mask = scope_masker([c.doc for c in built.chunks])
-    queries = make_queries(
-        cases, preprocessor, mask if cfg.retrieval.respect_scope else (lambda scope: None)
-    )
+    respect = cfg.retrieval.respect_scope
+    texts_only = make_queries(cases, preprocessor, lambda scope: None)
+    positions = resolved_positions(built) if respect else {}
+    scopes = [scope_key(c.scope, positions) if respect else None for c in cases]
+
+    @functools.cache
+    def queries() -> list[Query]:  # with their scope masks: only a search needs them
+        if not respect:
+            return texts_only
+        return make_queries(cases, preprocessor, chunk_scope_masker(built.chunks))
+
     depth = cfg.rerank.depth(cfg.top_k)  # a reranker rescores more than the run keeps
     ranked = cached_rankings(
-        built.index,
-        rankings_key(built.key, queries, cfg.retrieval, depth, built.backend),
-        queries,
+        lambda: built.index,
+        rankings_key(built.key, texts_only, cfg.retrieval, depth, built.backend, scopes),
+        texts_only,
         preprocessor.identity,
         depth,
-        lambda: retrieve(queries, built.index, preprocessor.identity, depth),
+        lambda index: retrieve(queries(), index, preprocessor.identity, depth),
         cache,
     )
-    measured = getattr(built.index, "run_metrics", None)  # e.g. ann: recall against exact
-    index_metrics = measured(queries, ranked) if measured else {}
+    index_metrics = {}  # e.g. ann: recall against exact search (it opens the index)
+    if getattr(built.backend, "measures_rankings", False):
+        measuring: Any = built.index  # such a backend's index has run_metrics
+        index_metrics = measuring.run_metrics(queries(), ranked)
     if resolved.reranker is not None:
         reranker = Reranker(cfg.rerank, resolved.reranker, cache)
-        ranked = reranker.rerank(ranked, queries, built.texts, cfg.top_k)
+        ranked = reranker.rerank(ranked, texts_only, built.texts, cfg.top_k)
     with gc_paused():
         results = score_cases(cases, ranked, built.chunks, cfg.eval)
-    return results, {**stage_latency(ranked), **index_metrics}
+    retrieved = retrieved_chunks(built.chunks, ranked)
+    return results, {**stage_latency(ranked), **index_metrics}, retrieved
 
 
 @dataclass(frozen=True)
@@ -223,6 +349,8 @@ class StageOutcome:
     """The golden cases of the evaluated split; ``results[i]`` is ``cases[i]``'s."""
     built: BuiltIndex
     results: tuple[CaseResult, ...]
+    retrieved: list[Chunk]
+    """The chunks some case retrieved, in index order (what the files and the judge read)."""
     summary: Summary
     judged: JudgeOutcome | None
     timer: Timer
@@ -236,8 +364,9 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
     cfg = resolved.cfg
     timer = Timer()
     judge = prepare_judge(cfg.judge)  # None: judge=off; checks the server before any work
+    cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
     with timer.stage("load_seconds"):
-        corpus = load_corpus(cfg.corpus)
+        corpus = open_corpus(cfg.corpus, cache, cfg.cache.trust_mtime)
         golden = load_golden(cfg.golden, corpus)
     cases = select_cases(golden, cfg.eval.split)
     if judge is not None:
@@ -245,18 +374,18 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
     if cfg.tracking.enabled and not background:  # inputs are valid: the store must answer
         with timer.stage("store_seconds"):
             prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
-
-    cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
     built = build_index(resolved, corpus, cache, timer)
     with timer.stage("eval_seconds"):
-        results, latency = evaluate_cases(cases, built, resolved, cache)
+        results, latency, retrieved = evaluate_cases(cases, built, resolved, cache)
         summary = summarize(results, cfg.eval, cfg.top_k)
         summary = replace(summary, extra={**summary.extra, **latency})
     judged = None
     if judge is not None:
         with timer.stage("judge_seconds"):
-            judged = judge.run(cases, results, built.chunks, cache)
-    return StageOutcome(corpus, golden, cases, built, results, summary, judged, timer, cache)
+            judged = judge.run(cases, results, retrieved, cache)
+    return StageOutcome(
+        corpus, golden, cases, built, results, retrieved, summary, judged, timer, cache
+    )
 
 
 def run_evaluation(
@@ -282,7 +411,7 @@ def run_evaluation(
         write_artifacts(
             output_dir,
             cfg.source,
-            RunCases(done.cases, done.results, done.built.chunks, done.corpus),
+            RunCases(done.cases, done.results, done.retrieved, done.corpus),
             done.summary,
             cfg.eval,
             facts,

@@ -21,6 +21,7 @@ judge config's result fields (:mod:`ragsweep.judge.stage`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
@@ -33,7 +34,8 @@ from ragsweep import __version__
 from ragsweep import preprocess as preprocess_module
 from ragsweep.backends.base import Backend
 from ragsweep.cache import StageCache, write_json
-from ragsweep.chunking import CHUNKER_SOURCE_DIGEST, Chunk, chunk_corpus, indexed_text, make_chunk
+from ragsweep.chunk_table import ChunkTable
+from ragsweep.chunking import CHUNKER_SOURCE_DIGEST, Chunk, chunk_corpus, indexed_text
 from ragsweep.config import OWN_STAGE, ChunkingConfig, RetrievalConfig, result_fields
 from ragsweep.corpus import Corpus
 from ragsweep.encoding import ModelIdentity
@@ -43,6 +45,8 @@ from ragsweep.index import Index, Query, Ranked
 from ragsweep.preprocess import Preprocessor
 
 TEXTS_STAGE = "texts"
+QUERY_SIDE_FILE = "query_side.json"
+"""Beside cached rankings: the preprocessing of the index they were searched on."""
 
 
 def chunks_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
@@ -94,14 +98,25 @@ def rankings_key(
     cfg: RetrievalConfig,
     depth: int,
     backend: Backend,
+    scopes: Sequence[str | None] | None = None,
 ) -> str:
-    """Key of the rankings of ``queries``: the index, every query's text, scope mask and
-    case id (in order), the retrieval fields, the depth actually searched and the search
-    code."""
-    listed = [
-        [q.text, None if q.allowed is None else np.packbits(q.allowed).tobytes().hex(), q.case]
-        for q in queries
-    ]
+    """Key of the rankings of ``queries``: the index, every query's text, scope and case id
+    (in order), the retrieval fields, the depth actually searched and the search code.
+
+    A query's scope is the digest of its chunk mask, or ``scopes[i]`` when given
+    (:func:`scope_key`: its documents; the index key fixes which chunks they hold), so a
+    run whose rankings are cached never builds a mask over every chunk.
+    """
+    digests: dict[int, str] = {}  # cases of one scope share one mask object
+
+    def mask_digest(mask: np.ndarray) -> str:
+        if id(mask) not in digests:
+            digests[id(mask)] = hashlib.sha256(np.packbits(mask).tobytes()).hexdigest()
+        return digests[id(mask)]
+
+    if scopes is None:
+        scopes = [None if q.allowed is None else mask_digest(q.allowed) for q in queries]
+    listed = [[q.text, scope, q.case] for q, scope in zip(queries, scopes, strict=True)]
     return sha256_json(
         {
             "index": index_key_,
@@ -113,17 +128,29 @@ def rankings_key(
     )
 
 
-def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, key: str, cache: StageCache) -> list[Chunk]:
-    """The corpus's chunks under ``key`` (:func:`chunks_key`); spans are cached, texts are
-    re-sliced from the source."""
+def scope_key(scope: Sequence[str] | None, positions: Mapping[str, int]) -> str | None:
+    """A scope as part of a rankings key: the corpus positions of its documents (those in
+    the corpus), sorted; None for no scope. Equal keys give equal masks over one chunk set."""
+    if scope is None:
+        return None
+    codes = sorted({positions[doc] for doc in scope if doc in positions})
+    return "docs:" + ",".join(map(str, codes))
 
-    def encode(chunks: list[Chunk]) -> list[list[Any]]:
-        return [[c.doc, c.start, c.end, list(c.heading_path)] for c in chunks]
 
-    def decode(rows: list[list[Any]]) -> list[Chunk]:
-        return [make_chunk(corpus.get(d), s, e, tuple(path)) for d, s, e, path in rows]
+def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, key: str, cache: StageCache) -> ChunkTable:
+    """The corpus's chunks under ``key`` (:func:`chunks_key`) as a :class:`ChunkTable`:
+    spans are cached (memory-mapped on a hit), texts are sliced from the source for the
+    chunks that are read."""
+    built: list[ChunkTable] = []
 
-    return cache.json_value("chunks", key, lambda: chunk_corpus(corpus, cfg), encode, decode)
+    def build(folder: Path) -> None:
+        built.append(ChunkTable.from_chunks(corpus, chunk_corpus(corpus, cfg)))
+        built[0].save(folder)
+
+    def load(folder: Path) -> ChunkTable:
+        return built[0] if built else ChunkTable.load(folder, corpus)
+
+    return cache.get_or_build("chunks", key, build, load)
 
 
 def cached_texts(
@@ -142,25 +169,29 @@ def cached_texts(
 
 
 def cached_rankings(
-    index: Index,
+    index: Callable[[], Index],
     key: str,
     queries: Sequence[Query],
     query_preprocess: Mapping[str, Any],
     top_k: int,
-    search: Callable[[], list[Ranked]],
+    search: Callable[[Index], list[Ranked]],
     cache: StageCache,
 ) -> list[Ranked]:
-    """The rankings of ``queries`` on ``index`` under ``key`` (:func:`rankings_key`);
-    ``search`` runs them on a miss.
+    """The rankings of ``queries`` on the index under ``key`` (:func:`rankings_key`);
+    on a miss ``index()`` gives the index and ``search`` runs the queries on it.
 
     A hit returns the rankings and per-query search times recorded when they were
-    computed. The query side is checked against the index's provenance either way, so a
-    drifted query model or preprocessing fails as it would before a search.
+    computed, without opening the index (its key, part of the rankings key, names the model
+    of both sides). On a miss the query side is checked against the index's provenance
+    before the search; on a hit against the index preprocessing stored with the rankings,
+    so drifted query preprocessing fails either way.
     """
-    index.provenance.check_query_side(index.query_model, query_preprocess)
 
     def build(folder: Path) -> None:
-        ranked = search()
+        searched = index()
+        searched.provenance.check_query_side(searched.query_model, query_preprocess)
+        write_json(folder / QUERY_SIDE_FILE, {"preprocess": searched.provenance.preprocess})
+        ranked = search(searched)
         indices = np.full((len(ranked), top_k), -1, dtype=np.int64)
         scores = np.zeros((len(ranked), top_k), dtype=np.float32)
         for row, r in enumerate(ranked):
@@ -175,6 +206,7 @@ def cached_rankings(
             np.save(folder / "stage_seconds.npy", split, allow_pickle=False)
 
     def load(folder: Path) -> list[Ranked]:
+        _check_query_preprocess(folder, query_preprocess)
         indices = np.load(folder / "indices.npy", allow_pickle=False)
         scores = np.load(folder / "scores.npy", allow_pickle=False)
         seconds = np.load(folder / "seconds.npy", allow_pickle=False).tolist()
@@ -188,6 +220,21 @@ def cached_rankings(
         ]
 
     return cache.get_or_build("rankings", key, build, load)
+
+
+def _check_query_preprocess(folder: Path, query_preprocess: Mapping[str, Any]) -> None:
+    """DriftError when the rankings in ``folder`` came from an index built with other
+    preprocessing than the queries went through (entries written before the file was
+    stored have no record to compare: their key holds the index's anyway)."""
+    path = folder / QUERY_SIDE_FILE
+    if not path.is_file():
+        return
+    stored = json.loads(path.read_text(encoding="utf-8"))["preprocess"]
+    if json.loads(json.dumps(dict(query_preprocess))) != stored:
+        raise DriftError(
+            f"preprocessing drift: index built with {stored}, "
+            f"queries preprocessed with {dict(query_preprocess)}"
+        )
 
 
 def _stage_seconds(folder: Path, n_queries: int) -> list[tuple[tuple[str, float], ...]]:

@@ -112,7 +112,7 @@ def test_a_read_only_cache_with_a_corrupt_entry_and_unseen_texts(
     cache = tmp_path / "cache"
     clean = evaluate(compose_config, mini_project, cache, "embedding=use_m3")
     (chunks_entry,) = (p.parent for p in (cache / "chunks").rglob("meta.json"))
-    data = chunks_entry / "data.json"
+    data = chunks_entry / "spans.npy"
     data.write_bytes(data.read_bytes()[:-7])  # truncated: fails its checksum
     before = snapshot(cache)
     view = mounts(tmp_path / "ro", "ro-bind", cache)
@@ -197,6 +197,13 @@ MALFORMED = {
 }
 
 
+LATER_STAGES = {
+    "embeddings": ("dense_index", "rankings"),
+    "texts": ("dense_index", "rankings"),
+    "dense_index": ("rankings",),
+}
+
+
 @pytest.mark.parametrize("kind", list(MALFORMED))
 def test_malformed_metadata_is_recomputed_and_caught_by_verify(
     compose_config, tmp_path: Path, mini_project: Path, kind: str
@@ -205,10 +212,11 @@ def test_malformed_metadata_is_recomputed_and_caught_by_verify(
     cache = tmp_path / "cache"
     clean = evaluate(compose_config, mini_project, cache, "embedding=use_m3")
     pick = _shard_of_most_rows if stage == "embeddings" else (lambda c: _stage_entry(c, stage))
-    if stage == "embeddings":  # make the run need the vectors again
-        for index_stage in ("dense_index", "rankings"):
-            for entry in (cache / index_stage).rglob("meta.json"):
-                (entry.parent / "meta.json").unlink()
+    # make the run read the damaged entry again: cached rankings need no index, a cached
+    # index needs neither texts nor vectors
+    for later_stage in LATER_STAGES.get(stage, ()):
+        for entry in (cache / later_stage).rglob("meta.json"):
+            (entry.parent / "meta.json").unlink()
 
     damaged_copy = tmp_path / "copy"
     for target_cache in (cache, damaged_copy):

@@ -176,6 +176,7 @@ class AnnBackend:
     """The registered ``ann`` backend."""
 
     index_stage = STAGE
+    measures_rankings = True  # its index has run_metrics: recall against exact search
 
     @cached_property
     def index_code(self) -> str:

@@ -178,12 +178,12 @@ class HybridIndex:
         part, depth = self.components[role], self.options.depth
         key = rankings_key(part.key, queries, COMPONENT_RETRIEVAL, depth, part.backend)
         return cached_rankings(
-            part.index,
+            lambda: part.index,
             key,
             queries,
             query_preprocess,
             depth,
-            lambda: part.index.search(queries, depth, query_preprocess),
+            lambda index: index.search(queries, depth, query_preprocess),
             self.cache,
         )
 

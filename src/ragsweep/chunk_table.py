@@ -1,0 +1,126 @@
+"""A run's chunks as columns: spans in numpy arrays, a :class:`~ragsweep.chunking.Chunk` built
+only for the rows that are read.
+
+A warm run of a large corpus reads few chunks (the ones some case retrieved: scoring,
+budget packing, ``cases.jsonl``, ``chunks.jsonl``, the judge), so building one ``Chunk``
+(and slicing its text) per chunk of the corpus would be most of its work: ~8 s for 1M
+chunks. The table keeps the spans as arrays (memory-mapped when loaded from the stage
+cache) and builds a chunk on indexing. Iterating it builds every chunk, which only the
+stages that need every text do (indexed texts, an index build).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import overload
+
+import numpy as np
+
+from ragsweep.chunking import Chunk, make_chunk
+from ragsweep.corpus import Corpus
+
+SPANS_FILE = "spans.npy"
+"""``(n_chunks, 4)`` int64: document position in the corpus (its id order), start, end,
+heading-path code."""
+HEADINGS_FILE = "headings.json"
+"""The distinct heading paths, a list of lists of titles; column 3 of the spans indexes it."""
+LEGACY_FILE = "data.json"
+"""Chunk entries written before the table: ``[[doc, start, end, heading_path], ...]``."""
+
+
+class ChunkTable(Sequence[Chunk]):
+    """The chunks of ``corpus`` at the rows of ``spans`` (see :data:`SPANS_FILE`), in index
+    order; ``table[i]`` is built on use and equals what chunking produced."""
+
+    def __init__(self, corpus: Corpus, spans: np.ndarray, headings: Sequence[tuple[str, ...]]):
+        if spans.ndim != 2 or spans.shape[1] != 4:
+            raise ValueError(f"chunk spans have shape {spans.shape}, expected (n, 4)")
+        self.corpus = corpus
+        self.spans = spans
+        self.headings = tuple(headings)
+        self._built: dict[int, Chunk] = {}  # the rows read so far (scoring, then files)
+
+    @classmethod
+    def from_chunks(cls, corpus: Corpus, chunks: Sequence[Chunk]) -> ChunkTable:
+        position = {doc_id: i for i, doc_id in enumerate(corpus.ids)}
+        codes: dict[tuple[str, ...], int] = {}
+        spans = np.array(
+            [
+                (position[c.doc], c.start, c.end, codes.setdefault(c.heading_path, len(codes)))
+                for c in chunks
+            ],
+            dtype=np.int64,
+        ).reshape(len(chunks), 4)
+        return cls(corpus, spans, list(codes))
+
+    def save(self, folder: Path) -> None:
+        np.save(folder / SPANS_FILE, np.ascontiguousarray(self.spans), allow_pickle=False)
+        (folder / HEADINGS_FILE).write_text(
+            json.dumps([list(h) for h in self.headings], ensure_ascii=False), encoding="utf-8"
+        )
+
+    @classmethod
+    def load(cls, folder: Path, corpus: Corpus) -> ChunkTable:
+        """The table stored in ``folder``, its spans memory-mapped. Raises ValueError,
+        KeyError or OSError on content that is not a chunk table of ``corpus``, so the
+        stage cache discards it and chunks again: among them an entry of the JSON layout
+        written before the table (:data:`LEGACY_FILE`)."""
+        if (folder / LEGACY_FILE).is_file():
+            raise ValueError(f"{LEGACY_FILE}: a chunk entry of the layout before the table")
+        spans = np.load(folder / SPANS_FILE, mmap_mode="r", allow_pickle=False)
+        headings = json.loads((folder / HEADINGS_FILE).read_text(encoding="utf-8"))
+        table = cls(corpus, spans, [tuple(h) for h in headings])
+        table._check()
+        return table
+
+    def _check(self) -> None:
+        """Every row names a document of the corpus and a known heading path: a table
+        that does not fit its corpus is malformed, not served."""
+        if self.spans.dtype != np.int64:
+            raise ValueError(f"chunk spans are {self.spans.dtype}, expected int64")
+        if len(self.spans) == 0:
+            return
+        low, high = self.spans.min(axis=0), self.spans.max(axis=0)
+        if low.min() < 0 or high[0] >= len(self.corpus) or high[3] >= len(self.headings):
+            raise ValueError("chunk spans point outside the corpus or the heading list")
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    @overload
+    def __getitem__(self, index: int) -> Chunk: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Chunk]: ...
+
+    def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(index, slice):
+            return [self._chunk(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"chunk {index} of {len(self)}")
+        return self._chunk(index)
+
+    def _chunk(self, row: int) -> Chunk:
+        found = self._built.get(row)
+        if found is None:
+            doc, start, end, heading = self.spans[row].tolist()
+            found = make_chunk(self.corpus.documents[doc], start, end, self.headings[heading])
+            self._built[row] = found
+        return found
+
+    def __iter__(self) -> Iterator[Chunk]:
+        documents, headings = self.corpus.documents, self.headings
+        for doc, start, end, heading in self.spans.tolist():
+            yield make_chunk(documents[doc], start, end, headings[heading])
+
+    def doc_codes(self) -> np.ndarray:
+        """Each chunk's document as its position in the corpus's id order (int64)."""
+        return np.asarray(self.spans[:, 0])
+
+    def doc_positions(self) -> Mapping[str, int]:
+        """Each document id's code (:meth:`doc_codes`)."""
+        return self.corpus.positions

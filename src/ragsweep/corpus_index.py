@@ -1,0 +1,187 @@
+"""A JSONL corpus that is not read again while its file is unchanged (docs/caching.md,
+"The corpus fingerprint").
+
+Reading a large JSONL corpus (parsing every line, hashing every text for the content hash
+that keys the chunks) is the largest cost of a warm run that grows with the corpus: ~4 s
+for 203 MB. The first run that reads a file whole stores, in the stage cache under the
+file's *fingerprint* (resolved path, size, ``mtime_ns``, ``ctime_ns``, inode and device),
+the document ids in corpus order, each document's byte span in the file and the content
+hash. A later run whose file has the same fingerprint takes ids and hash from there and
+reads a document (its one line) only when something asks for it: the golden set's
+evidence, the retrieved chunks. Any write to the file changes its ``ctime_ns`` (which no
+tool can set back) and normally its ``mtime_ns``, so a changed file is read whole again;
+``cache.trust_mtime=false`` reads and hashes the file every run anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import weakref
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO, overload
+
+import numpy as np
+
+from ragsweep import corpus as corpus_module
+from ragsweep.cache import StageCache, write_json
+from ragsweep.config import CorpusConfig
+from ragsweep.corpus import (
+    Corpus,
+    Document,
+    document_from_record,
+    json_line,
+    load_corpus,
+    load_corpus_with_lines,
+    read_jsonl_numbered,
+)
+from ragsweep.errors import CorpusError
+from ragsweep.hashing import sha256_json, source_digest
+
+STAGE = "corpus"
+IDS_FILE = "ids.json"
+LINES_FILE = "lines.npy"
+"""``(n_documents, 2)`` int64: each document's line as byte offsets ``[start, end)``."""
+HASH_FILE = "content.json"
+_LINE_END = re.compile(rb"\r\n|\r|\n")  # the byte form of corpus.jsonl_lines' line ends
+_BOM = b"\xef\xbb\xbf"
+
+
+def file_fingerprint(path: Path) -> dict[str, Any]:
+    """What identifies one version of ``path`` without reading it."""
+    info = path.stat()
+    return {
+        "path": str(path.resolve()),
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+        "ctime_ns": info.st_ctime_ns,
+        "inode": info.st_ino,
+        "device": info.st_dev,
+    }
+
+
+def open_corpus(cfg: CorpusConfig, cache: StageCache, trust_mtime: bool) -> Corpus:
+    """The corpus of ``cfg``: for a JSONL file with an enabled cache and ``trust_mtime``,
+    read lazily while its fingerprint is unchanged (module docstring); otherwise read
+    whole (:func:`~ragsweep.corpus.load_corpus`)."""
+    path = Path(cfg.path)
+    if not (cache.enabled and trust_mtime and path.is_file() and path.suffix.lower() == ".jsonl"):
+        return load_corpus(cfg)
+    key = sha256_json({"file": file_fingerprint(path), "reader": _reader_code()})
+    read: list[Corpus] = []
+
+    def build(folder: Path) -> None:
+        corpus, lines = _read_whole(cfg, path)
+        read.append(corpus)
+        write_json(folder / IDS_FILE, list(corpus.ids))
+        np.save(folder / LINES_FILE, lines, allow_pickle=False)
+        write_json(folder / HASH_FILE, {"content_hash": corpus.content_hash()})
+
+    def load(folder: Path) -> Corpus:
+        if read:
+            return read[0]
+        ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
+        lines = np.load(folder / LINES_FILE, allow_pickle=False)
+        content = json.loads((folder / HASH_FILE).read_text(encoding="utf-8"))["content_hash"]
+        if not isinstance(content, str) or lines.shape != (len(ids), 2) or not ids:
+            raise ValueError("corpus index does not match its ids")
+        documents = JsonlDocuments(path, tuple(ids), lines)
+        return Corpus(documents=documents, source=str(path), known_hash=content)
+
+    return cache.get_or_build(STAGE, key, build, load)
+
+
+def _reader_code() -> str:
+    """The corpus reader's source: a changed reader reads every file whole again."""
+    return source_digest(corpus_module)
+
+
+def _read_whole(cfg: CorpusConfig, path: Path) -> tuple[Corpus, np.ndarray]:
+    """The corpus read and checked whole, and each document's line as a byte span."""
+    corpus, line_of = load_corpus_with_lines(cfg)
+    spans = _line_spans(path.read_bytes())
+    lines = np.array([spans[line_of[doc_id] - 1] for doc_id in corpus.ids], dtype=np.int64)
+    return corpus, lines.reshape(len(corpus), 2)
+
+
+def _line_spans(data: bytes) -> list[tuple[int, int]]:
+    """``[start, end)`` byte offsets of every line (terminator excluded), as
+    :func:`~ragsweep.corpus.jsonl_lines` cuts the decoded text: UTF-8 never puts a CR or LF
+    byte inside a multi-byte character, so the lines are the same."""
+    if b"\r" not in data:  # LF only (the usual case): one vectorized scan of the bytes
+        ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")).tolist()
+        starts = [0, *(end + 1 for end in ends)]
+        return list(zip(starts, [*ends, len(data)], strict=True))
+    spans, start = [], 0
+    for match in _LINE_END.finditer(data):
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(data)))
+    return spans
+
+
+class JsonlDocuments(Sequence[Document]):
+    """The documents of an unchanged JSONL file in corpus order, each parsed from its line on
+    first use (and kept). Iterating reads the whole file once."""
+
+    def __init__(self, path: Path, ids: tuple[str, ...], lines: np.ndarray) -> None:
+        self.path = path
+        self.ids = ids
+        self.lines = lines
+        self._read: dict[int, Document] = {}
+        self._handle: BinaryIO | None = None  # opened on the first read, closed with self
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (a launcher may send a corpus to another process): without the open
+        file, which the copy opens again on its first read."""
+        return {**self.__dict__, "_handle": None}
+
+    @overload
+    def __getitem__(self, index: int) -> Document: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Document]: ...
+
+    def __getitem__(self, index: int | slice) -> Document | list[Document]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        found = self._read.get(index)
+        return found if found is not None else self._parse(index)
+
+    def _parse(self, index: int) -> Document:
+        start, end = self.lines[index].tolist()
+        if self._handle is None:
+            self._handle = open(self.path, "rb")  # noqa: SIM115 - closed by the finalizer
+            weakref.finalize(self, self._handle.close)
+        self._handle.seek(start)
+        data = self._handle.read(end - start)
+        where = f"{self.path} (bytes {start}-{end})"
+        try:
+            text = data.decode("utf-8-sig" if start == 0 else "utf-8")
+        except UnicodeDecodeError:
+            raise self._changed(where) from None
+        doc = document_from_record(json_line(text, where), where)
+        if doc.id != self.ids[index]:
+            raise self._changed(where)
+        self._read[index] = doc
+        return doc
+
+    def _changed(self, where: str) -> CorpusError:
+        return CorpusError(
+            f"{where}: the corpus file changed while this run read it; run again (it is "
+            "then read whole)"
+        )
+
+    def __iter__(self) -> Iterator[Document]:
+        if len(self._read) < len(self):
+            whole = sorted((doc for doc, _ in read_jsonl_numbered(self.path)), key=lambda d: d.id)
+            if tuple(d.id for d in whole) != self.ids:
+                raise self._changed(str(self.path))
+            self._read = dict(enumerate(whole))
+        return (self._read[i] for i in range(len(self)))

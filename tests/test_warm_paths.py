@@ -1,0 +1,277 @@
+"""What a warm run skips (bench/README.md, "The cost curve") gives what reading everything
+gives: the corpus fingerprint, the chunk table, cached rankings without the index."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pickle
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragsweep.appconfig import plain_config
+from ragsweep.cache import StageCache
+from ragsweep.chunk_table import ChunkTable
+from ragsweep.chunking import chunk_corpus
+from ragsweep.config import ChunkingConfig, CorpusConfig
+from ragsweep.corpus import load_corpus
+from ragsweep.corpus_index import JsonlDocuments, open_corpus
+from ragsweep.errors import CorpusError
+from ragsweep.index import scope_masker, scope_masker_from_codes
+from ragsweep.pipeline import RunResult, run_evaluation
+from ragsweep.run_config import resolve
+from tests.conftest import ComposeFn
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def scale_corpus() -> ModuleType:
+    """bench/scale_corpus.py, the cost curve's corpus generator."""
+    name = "bench_scale_corpus"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "scale_corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while it runs
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_docs(
+    path: Path, docs: list[dict[str, Any] | None], newline: str = "\n", bom: bool = False
+) -> None:
+    """``docs`` as JSONL lines; None is a blank line."""
+    lines = ["   " if d is None else json.dumps(d, ensure_ascii=False) for d in docs]
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + newline.join(lines).encode("utf-8"))
+
+
+DOCS = [
+    {"id": "b", "text": "Zweite Zeile\u2028mit Trenner und Ümlauten.", "title": "B"},
+    {"id": "a", "text": "first document\nwith two lines", "metadata": {"k": 1}},
+    {"id": "c", "text": "日本語のテキスト、三番目。"},
+]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("bom", [False, True])
+def test_an_unchanged_jsonl_corpus_is_read_lazily_and_equals_reading_it(
+    tmp_path: Path, newline: str, bom: bool
+) -> None:
+    path = tmp_path / "corpus.jsonl"
+    write_docs(path, [DOCS[0], None, DOCS[1], None, DOCS[2], None], newline, bom)
+    cfg = CorpusConfig(path=str(path))
+    eager = load_corpus(cfg)
+    cache = StageCache(tmp_path / "cache")
+    first = open_corpus(cfg, cache, trust_mtime=True)  # reads the file whole, stores its index
+    assert cache.stats.stage("corpus").misses == 1
+    again = open_corpus(cfg, StageCache(tmp_path / "cache"), trust_mtime=True)
+    assert isinstance(again.documents, JsonlDocuments)
+    assert again.content_hash() == first.content_hash() == eager.content_hash()
+    assert again.ids == eager.ids == ("a", "b", "c")
+    for doc in eager:
+        assert again.get(doc.id) == doc
+        assert doc.id in again
+    assert "d" not in again
+    lazy = open_corpus(cfg, StageCache(tmp_path / "cache"), trust_mtime=True)
+    assert list(lazy) == list(eager.documents)  # iterating reads the file whole
+    copied = pickle.loads(pickle.dumps(again))  # after reads: the open file is not sent
+    assert copied.get("c") == eager.get("c") and copied.content_hash() == eager.content_hash()
+
+
+def test_a_rewritten_corpus_is_read_again_even_with_the_same_size_and_mtime(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "corpus.jsonl"
+    write_docs(path, DOCS)
+    cfg = CorpusConfig(path=str(path))
+    cache = StageCache(tmp_path / "cache")
+    before = open_corpus(cfg, cache, trust_mtime=True).content_hash()
+    stat = path.stat()
+    edited = [dict(DOCS[0], text=DOCS[0]["text"].replace("Zweite", "Dritte")), *DOCS[1:]]
+    write_docs(path, edited)  # the same size, another text
+    assert path.stat().st_size == stat.st_size
+    after = open_corpus(cfg, cache, trust_mtime=True)
+    assert after.content_hash() != before  # the new mtime (and ctime) is another fingerprint
+    assert after.get("b").text.startswith("Dritte")
+    assert cache.stats.stage("corpus").misses == 2
+    # mtime set back to the first version's: ctime still moved, so it is still detected
+    edited[0]["text"] = edited[0]["text"].replace("Dritte", "Vierte")
+    write_docs(path, edited)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_mtime_ns == stat.st_mtime_ns
+    third = open_corpus(cfg, cache, trust_mtime=True)
+    assert third.get("b").text.startswith("Vierte") and cache.stats.stage("corpus").misses == 3
+
+
+def test_trust_mtime_false_and_a_disabled_cache_read_the_corpus_whole(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    write_docs(path, DOCS)
+    cfg = CorpusConfig(path=str(path))
+    cache = StageCache(tmp_path / "cache")
+    open_corpus(cfg, cache, trust_mtime=True)
+    for corpus in (
+        open_corpus(cfg, cache, trust_mtime=False),
+        open_corpus(cfg, StageCache(None), trust_mtime=True),
+    ):
+        assert isinstance(corpus.documents, tuple)
+        assert corpus.content_hash() == load_corpus(cfg).content_hash()
+    assert cache.stats.stage("corpus").hits == 0
+
+
+def test_a_corpus_changed_under_a_lazy_reader_is_an_error_not_wrong_text(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    write_docs(path, DOCS)
+    cfg = CorpusConfig(path=str(path))
+    open_corpus(cfg, StageCache(tmp_path / "cache"), trust_mtime=True)
+    lazy = open_corpus(cfg, StageCache(tmp_path / "cache"), trust_mtime=True)
+    swapped = [dict(DOCS[0], id="x"), *DOCS[1:]]  # same byte spans, another id on line 1
+    write_docs(path, swapped)
+    with pytest.raises(CorpusError, match="changed while this run read it"):
+        lazy.get("b")
+
+
+@pytest.mark.parametrize("mode", ["fixed", "heading", "paragraph"])
+def test_the_chunk_table_equals_the_chunk_list(tmp_path: Path, mode: str) -> None:
+    corpus = load_corpus(CorpusConfig(path=str(REPO / "demo" / "corpus")))
+    cfg = ChunkingConfig(mode=mode, size=300, overlap=50 if mode == "fixed" else 0)
+    chunks = chunk_corpus(corpus, cfg)
+    assert any(c.heading_path for c in chunks)
+    table = ChunkTable.from_chunks(corpus, chunks)
+    table.save(tmp_path)
+    loaded = ChunkTable.load(tmp_path, corpus)
+    assert isinstance(loaded.spans, np.memmap)  # memory-mapped, not read into memory
+    assert len(loaded) == len(chunks)
+    assert list(loaded) == chunks
+    assert [loaded[i] for i in range(len(chunks))] == chunks
+    assert loaded[-1] == chunks[-1] and loaded[2:5] == chunks[2:5]
+    with pytest.raises(IndexError):
+        loaded[len(chunks)]
+    docs = [c.doc for c in chunks]
+    assert [corpus.ids[code] for code in loaded.doc_codes()] == docs
+    by_name, by_code = (
+        scope_masker(docs),
+        scope_masker_from_codes(loaded.doc_codes(), loaded.doc_positions()),
+    )
+    rng = random.Random(1)
+    for _ in range(30):
+        scope = rng.sample(corpus.ids, rng.randint(0, 3)) + (
+            ["missing.md"] if rng.random() < 0.3 else []
+        )
+        assert np.array_equal(by_code(scope), by_name(scope)), scope
+
+
+def test_masks_of_unordered_codes_equal_masks_by_name() -> None:
+    rng = random.Random(4)
+    docs = [f"d{i}" for i in range(30)]
+    chunk_docs = [rng.choice(docs) for _ in range(500)]  # not in corpus order
+    positions = {d: i for i, d in enumerate(docs)}
+    codes = np.array([positions[d] for d in chunk_docs], dtype=np.int64)
+    by_code, by_name = scope_masker_from_codes(codes, positions), scope_masker(chunk_docs)
+    for _ in range(40):
+        scope = rng.sample(docs, rng.randint(0, 5))
+        assert np.array_equal(by_code(scope), by_name(scope))
+
+
+def test_a_chunk_entry_of_the_json_layout_is_recomputed(tmp_path: Path) -> None:
+    corpus = load_corpus(CorpusConfig(path=str(REPO / "demo" / "corpus")))
+    (tmp_path / "data.json").write_text("[]", encoding="utf-8")
+    with pytest.raises(ValueError, match="layout before the table"):
+        ChunkTable.load(tmp_path, corpus)
+
+
+# --- whole runs: cold, warm and without the cache give the same per-case files ----------
+
+
+def run_files(result: RunResult) -> dict[str, str]:
+    return {
+        name: (result.output_dir / name).read_text(encoding="utf-8")
+        for name in ("cases.jsonl", "chunks.jsonl", "cases_table.json")
+    }
+
+
+def without_latency(cases_jsonl: str) -> list[dict[str, Any]]:
+    """The rows of ``cases.jsonl`` without search times (a fresh search measures anew)."""
+    rows = [json.loads(line) for line in cases_jsonl.splitlines()]
+    for row in rows:
+        assert "latency_ms" in row
+        del row["latency_ms"]
+    return rows
+
+
+def three_runs(compose_config: ComposeFn, tmp_path: Path, *overrides: str) -> list[RunResult]:
+    """A cold run, a warm run (every stage cached) and a run with the cache off."""
+    cache = f"cache.dir={tmp_path / 'stage-cache'}"
+    out = []
+    for name, extra in (("cold", cache), ("warm", cache), ("off", "cache.enabled=false")):
+        resolved = resolve(plain_config(compose_config(*overrides, extra)))
+        out.append(run_evaluation(resolved, tmp_path / name))
+    return out
+
+
+def assert_same_cases(cold: RunResult, warm: RunResult, off: RunResult) -> None:
+    assert run_files(warm) == run_files(cold)  # byte for byte: rankings and times cached
+    assert without_latency(run_files(off)["cases.jsonl"]) == without_latency(
+        run_files(cold)["cases.jsonl"]
+    )
+    assert run_files(off)["chunks.jsonl"] == run_files(cold)["chunks.jsonl"]
+    assert warm.summary.overall == cold.summary.overall
+    assert warm.cache_metrics["cache/rankings/hits"] == 1
+    assert "cache/texts/hits" not in warm.cache_metrics  # the index was never opened
+
+
+def test_cold_warm_and_uncached_runs_write_the_same_cases_on_the_demo(
+    compose_config: ComposeFn, tmp_path: Path
+) -> None:
+    cold, warm, off = three_runs(compose_config, tmp_path, "chunking=heading")
+    assert_same_cases(cold, warm, off)
+
+
+def test_cold_warm_and_uncached_runs_write_the_same_cases_on_a_synthetic_corpus(
+    compose_config: ComposeFn, tmp_path: Path
+) -> None:
+    generator = scale_corpus()
+    spec = generator.CorpusSpec(n_docs=300, n_cases=80, golden_docs=250)
+    corpus, golden = tmp_path / "corpus.jsonl", tmp_path / "golden.jsonl"
+    generator.write_corpus(spec, corpus)
+    generator.write_golden(spec, golden)
+    overrides = [
+        "corpus=squad",
+        f"corpus.path={corpus}",
+        f"golden.path={golden}",
+        "chunking=fixed",
+        "chunking.size=200",
+        "chunking.overlap=0",
+    ]
+    cold, warm, off = three_runs(compose_config, tmp_path, *overrides)
+    assert warm.cache_metrics["cache/corpus/hits"] == 1  # the corpus was not read again
+    assert_same_cases(cold, warm, off)
+    assert len(run_files(warm)["cases.jsonl"].splitlines()) == 80
+
+
+def test_scope_keys_follow_the_documents_of_the_corpus_in_a_scope() -> None:
+    from ragsweep.backends import BACKENDS
+    from ragsweep.config import RetrievalConfig
+    from ragsweep.index import Query
+    from ragsweep.stages import rankings_key, scope_key
+
+    positions = {"a": 0, "b": 1, "c": 2}
+    assert scope_key(None, positions) is None
+    assert scope_key(["b", "a", "b"], positions) == scope_key(["a", "b"], positions)
+    assert scope_key(["a", "gone"], positions) == scope_key(["a"], positions)  # no chunks
+    assert scope_key(["a"], positions) != scope_key(["b"], positions)
+    assert scope_key([], positions) not in (None, scope_key(["a"], positions))
+    queries = [Query("q", None, "1"), Query("r", None, "2")]
+    bm25, cfg = BACKENDS.get("bm25"), RetrievalConfig()
+    keys = {
+        rankings_key("i", queries, cfg, 5, bm25, scopes)
+        for scopes in ([None, None], ["docs:0", None], ["docs:1", None], [None, "docs:0"])
+    }
+    assert len(keys) == 4
