@@ -17,9 +17,11 @@ import numpy as np
 import pytest
 
 from ragsweep.appconfig import plain_config
+from ragsweep.artifacts import _JSON_LINE as JSON_LINE
+from ragsweep.artifacts import chunk_line, chunk_row
 from ragsweep.cache import StageCache
-from ragsweep.chunk_table import ChunkTable
-from ragsweep.chunking import chunk_corpus
+from ragsweep.chunk_table import ChunkTable, take_rows
+from ragsweep.chunking import Chunk, chunk_corpus
 from ragsweep.config import ChunkingConfig, CorpusConfig
 from ragsweep.corpus import load_corpus
 from ragsweep.corpus_index import JsonlDocuments, open_corpus
@@ -166,6 +168,51 @@ def test_the_chunk_table_equals_the_chunk_list(tmp_path: Path, mode: str) -> Non
             ["missing.md"] if rng.random() < 0.3 else []
         )
         assert np.array_equal(by_code(scope), by_name(scope)), scope
+
+
+@pytest.mark.parametrize("bom", [False, True])
+def test_taking_rows_of_a_lazy_corpus_equals_indexing_the_chunk_list(
+    tmp_path: Path, bom: bool
+) -> None:
+    path = tmp_path / "corpus.jsonl"
+    docs = [
+        {"id": f"d{i:02d}", "text": f"Dokument {i}: " + "wörter " * (i % 7 + 30)} for i in range(24)
+    ]
+    write_docs(path, [*docs[12:], None, *DOCS, *docs[:12]], bom=bom)  # file order != id order
+    cfg = CorpusConfig(path=str(path))
+    eager = load_corpus(cfg)
+    open_corpus(cfg, StageCache(tmp_path / "cache"), trust_mtime=True)
+    lazy = open_corpus(cfg, StageCache(tmp_path / "cache"), trust_mtime=True)
+    assert isinstance(lazy.documents, JsonlDocuments)
+    chunks = chunk_corpus(eager, ChunkingConfig(mode="fixed", size=60, overlap=10))
+    table = ChunkTable.from_chunks(lazy, chunks)
+    table.save(tmp_path)
+    loaded = ChunkTable.load(tmp_path, lazy)
+    rng = random.Random(3)
+    rows = [rng.randrange(len(chunks)) for _ in range(40)]  # unsorted, with repeats
+    assert loaded.take(rows) == [chunks[row] for row in rows]
+    assert loaded.take([]) == []
+    assert take_rows(chunks, rows[:5]) == [chunks[row] for row in rows[:5]]
+    assert [loaded[row] for row in range(len(chunks))] == chunks  # the rest, one by one
+    for bad in ([len(chunks)], [-1]):
+        with pytest.raises(IndexError):
+            loaded.take(bad)
+
+
+def test_a_chunk_line_is_its_row_encoded() -> None:
+    texts = ["plain", 'quo"te \\ back\\slash', "ctrl\x00\x1f\t\n\r", "\u2028\u2029 ünï 日本 🙂", ""]
+    for i, text in enumerate(texts):
+        chunk = Chunk(
+            id=f'doc "{i}"@0-{len(text)}',
+            doc=f'doc "{i}"',
+            start=0,
+            end=len(text),
+            text=text,
+            heading_path=("Über", 'a "b"', "\\x") if i % 2 else (),
+        )
+        line = chunk_line(chunk)
+        assert line == JSON_LINE.encode(chunk_row(chunk)) + "\n"
+        assert json.loads(line) == chunk_row(chunk)
 
 
 def test_masks_of_unordered_codes_equal_masks_by_name() -> None:

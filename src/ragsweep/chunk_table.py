@@ -82,8 +82,11 @@ class ChunkTable(Sequence[Chunk]):
             raise ValueError(f"chunk spans are {self.spans.dtype}, expected int64")
         if len(self.spans) == 0:
             return
-        low, high = self.spans.min(axis=0), self.spans.max(axis=0)
-        if low.min() < 0 or high[0] >= len(self.corpus) or high[3] >= len(self.headings):
+        # one pass over the whole (contiguous) array, then the two columns: ~7x faster on
+        # 1M rows than reducing along axis 0
+        spans = np.asarray(self.spans)
+        low, docs, headings = spans.min(), spans[:, 0].max(), spans[:, 3].max()
+        if low < 0 or docs >= len(self.corpus) or headings >= len(self.headings):
             raise ValueError("chunk spans point outside the corpus or the heading list")
 
     def __len__(self) -> int:
@@ -112,6 +115,26 @@ class ChunkTable(Sequence[Chunk]):
             self._built[row] = found
         return found
 
+    def take(self, rows: Sequence[int]) -> list[Chunk]:
+        """The chunks at ``rows`` (non-negative), in that order: their spans read in one
+        go, each of their documents parsed once (in file order, when the corpus reads
+        documents on use: :meth:`~ragsweep.corpus_index.JsonlDocuments.read_many`)."""
+        picked = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
+            raise IndexError(f"chunk rows outside 0..{len(self) - 1}")
+        spans = np.asarray(self.spans[picked]).tolist()
+        documents, headings, built = self.corpus.documents, self.headings, self._built
+        read_many = getattr(documents, "read_many", None)
+        if read_many is not None:
+            read_many({span[0] for span in spans})
+        taken = []
+        for row, (doc, start, end, heading) in zip(picked.tolist(), spans, strict=True):
+            chunk = built.get(row)
+            if chunk is None:
+                chunk = built[row] = make_chunk(documents[doc], start, end, headings[heading])
+            taken.append(chunk)
+        return taken
+
     def __iter__(self) -> Iterator[Chunk]:
         documents, headings = self.corpus.documents, self.headings
         for doc, start, end, heading in self.spans.tolist():
@@ -124,3 +147,11 @@ class ChunkTable(Sequence[Chunk]):
     def doc_positions(self) -> Mapping[str, int]:
         """Each document id's code (:meth:`doc_codes`)."""
         return self.corpus.positions
+
+
+def take_rows(chunks: Sequence[Chunk], rows: Sequence[int]) -> list[Chunk]:
+    """``[chunks[row] for row in rows]``; for a :class:`ChunkTable` through
+    :meth:`ChunkTable.take`, which reads the rows' documents once each."""
+    if isinstance(chunks, ChunkTable):
+        return chunks.take(rows)
+    return [chunks[row] for row in rows]

@@ -16,11 +16,12 @@ tool can set back) and normally its ``mtime_ns``, so a changed file is read whol
 from __future__ import annotations
 
 import json
+import os
 import re
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, overload
 
 import numpy as np
 
@@ -130,7 +131,7 @@ class JsonlDocuments(Sequence[Document]):
         self.ids = ids
         self.lines = lines
         self._read: dict[int, Document] = {}
-        self._handle: BinaryIO | None = None  # opened on the first read, closed with self
+        self._fd: int | None = None  # opened on the first read, closed with self
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -138,7 +139,7 @@ class JsonlDocuments(Sequence[Document]):
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (a launcher may send a corpus to another process): without the open
         file, which the copy opens again on its first read."""
-        return {**self.__dict__, "_handle": None}
+        return {**self.__dict__, "_fd": None}
 
     @overload
     def __getitem__(self, index: int) -> Document: ...
@@ -152,16 +153,33 @@ class JsonlDocuments(Sequence[Document]):
         if index < 0:
             index += len(self)
         found = self._read.get(index)
-        return found if found is not None else self._parse(index)
-
-    def _parse(self, index: int) -> Document:
+        if found is not None:
+            return found
         start, end = self.lines[index].tolist()
-        if self._handle is None:
-            self._handle = open(self.path, "rb")  # noqa: SIM115 - closed by the finalizer
-            weakref.finalize(self, self._handle.close)
-        self._handle.seek(start)
-        data = self._handle.read(end - start)
+        return self._parse(index, start, end)
+
+    def read_many(self, indices: Iterable[int]) -> None:
+        """Parse the documents at ``indices`` (corpus positions) not read yet, in file
+        order: a warm run's retrieved chunks need a few thousand documents of a large file,
+        and reading them by ascending offset lets the kernel read ahead."""
+        wanted = np.fromiter((i for i in set(indices) if i not in self._read), dtype=np.int64)
+        if wanted.size and (wanted.min() < 0 or wanted.max() >= len(self)):
+            raise IndexError(f"document positions outside 0..{len(self) - 1}")
+        spans = self.lines[wanted]
+        order = np.argsort(spans[:, 0], kind="stable")
+        for index, (start, end) in zip(wanted[order].tolist(), spans[order].tolist(), strict=True):
+            self._parse(index, start, end)
+
+    def _parse(self, index: int, start: int, end: int) -> Document:
+        """The document at ``index`` from its line ``[start, end)``: one ``pread``, no
+        buffered file object (which would read and discard a whole buffer per line)."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            weakref.finalize(self, os.close, self._fd)
+        data = os.pread(self._fd, end - start, start)
         where = f"{self.path} (bytes {start}-{end})"
+        if len(data) != end - start:  # the file is shorter than when it was indexed
+            raise self._changed(where)
         try:
             text = data.decode("utf-8-sig" if start == 0 else "utf-8")
         except UnicodeDecodeError:

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ragsweep.artifact_store import CASES_FILE as CASES_FILE
+from ragsweep.chunk_table import take_rows
 from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
 from ragsweep.golden import GoldenCase
@@ -146,7 +147,7 @@ def score_cases(
     if len(ranked) != len(cases):
         raise ValueError(f"{len(ranked)} rankings for {len(cases)} cases")
     used, ranked = _retrieved_only(ranked)
-    picked = [chunks[i] for i in used.tolist()]
+    picked = take_rows(chunks, used.tolist())
     table = [(c.doc, c.start, c.end) for c in picked]
     metrics = _answerable_metrics(cases, ranked, table, cfg)
     retrieved = _retrieved(ranked, [c.id for c in picked], table)

@@ -31,7 +31,7 @@ from ragsweep.backends import BACKENDS, Backend
 from ragsweep.background_log import wants_background
 from ragsweep.cache import StageCache
 from ragsweep.case_table import TABLE_FILE
-from ragsweep.chunk_table import ChunkTable
+from ragsweep.chunk_table import ChunkTable, take_rows
 from ragsweep.chunking import Chunk
 from ragsweep.corpus import Corpus
 from ragsweep.corpus_index import open_corpus
@@ -282,7 +282,7 @@ def retrieved_chunks(chunks: Sequence[Chunk], ranked: Sequence[Ranked]) -> list[
     """The chunks of ``chunks`` some ranking holds, in index order, built from their rows
     only: at most ``len(ranked)`` × the retrieval depth, however large the corpus."""
     rows = np.unique(np.concatenate([r.indices for r in ranked] or [np.empty(0, np.int64)]))
-    return [chunks[row] for row in rows.tolist()]
+    return take_rows(chunks, rows.tolist())
 
 
 def resolved_positions(built: BuiltIndex) -> Mapping[str, int]:
