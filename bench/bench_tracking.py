@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import pty
+import resource
 import shutil
 import statistics
 import subprocess
@@ -113,6 +114,16 @@ def wait_until_landed(work: Path) -> float:
     return landed
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished, waited-for children so far:
+    the difference around one ``ragsweep`` process is its CPU time (its own children's
+    included), which load from other processes on the machine barely changes (it still
+    inflates wall times severalfold at a load average of 5 on 2 cores). A background
+    logger is not waited for, so it is not counted."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def alternating(work: Path, kinds: dict[str, tuple[str, ...]], terminal: bool) -> dict[str, Any]:
     """Wall seconds of each kind of ``ragsweep`` command (name → its arguments), the kinds
     alternating ``REPEATS`` times; ``terminal``: at a pseudo-terminal, where kind ``on``
@@ -122,14 +133,18 @@ def alternating(work: Path, kinds: dict[str, tuple[str, ...]], terminal: bool) -
         if terminal and name == "on":
             wait_until_landed(work)
     walls: dict[str, list[float]] = {name: [] for name in kinds}
+    cpus: dict[str, list[float]] = {name: [] for name in kinds}
     landed: list[float] = []
     for _ in range(REPEATS):
         for name, args in kinds.items():
+            cpu_before = children_cpu()
             walls[name].append(round(ragsweep(work, *args, terminal=terminal), 3))
+            cpus[name].append(round(children_cpu() - cpu_before, 3))
             if terminal and name == "on":
                 landed.append(round(wait_until_landed(work), 3))
-    figures: dict[str, Any] = {"walls": walls}
+    figures: dict[str, Any] = {"walls": walls, "cpu": cpus}
     figures.update({f"median_{n}": round(statistics.median(w), 3) for n, w in walls.items()})
+    figures.update({f"cpu_median_{n}": round(statistics.median(c), 3) for n, c in cpus.items()})
     if landed:
         figures["landed_after_exit"] = landed
     return figures
@@ -192,6 +207,23 @@ def measure_sweep() -> dict[str, Any]:
             walls["small_on"], walls["small_off"], walls["big_on"], walls["big_off"], strict=True
         )
     ]
+    cpu = figures["cpu"]
+    cpu_per_repeat = [
+        round(((bon - boff) - (son - soff)) / further, 3)
+        for son, soff, bon, boff in zip(
+            cpu["small_on"], cpu["small_off"], cpu["big_on"], cpu["big_off"], strict=True
+        )
+    ]
+    cpu_small = figures["cpu_median_small_on"] - figures["cpu_median_small_off"]
+    cpu_big = figures["cpu_median_big_on"] - figures["cpu_median_big_off"]
+    figures.update(
+        {
+            "cpu_added_per_further_run": round((cpu_big - cpu_small) / further, 3),
+            "cpu_per_further_run_by_repeat": cpu_per_repeat,
+            "cpu_per_further_run_median_of_repeats": round(statistics.median(cpu_per_repeat), 3),
+            "cpu_per_further_run_range": [min(cpu_per_repeat), max(cpu_per_repeat)],
+        }
+    )
     added_small = figures["median_small_on"] - figures["median_small_off"]
     added_big = figures["median_big_on"] - figures["median_big_off"]
     figures.update(
@@ -265,6 +297,12 @@ def table(results: dict[str, Any]) -> str:
             f"| per further sweep run | | | {r['added_per_further_run']} s "
             f"(per repeat {low}-{high} s) |"
         )
+        if "cpu_added_per_further_run" in r:
+            low, high = r["cpu_per_further_run_range"]
+            lines.append(
+                f"| per further sweep run, CPU | | | {r['cpu_added_per_further_run']} s "
+                f"(per repeat {low}-{high} s) |"
+            )
     if "artifacts" in results:
         a = results["artifacts"]
         lines.append(f"| SQuAD artifacts | {a['total_bytes']:,} bytes | {a['n_cases']} cases | |")
