@@ -116,7 +116,8 @@ def test_a_run_at_a_terminal_exits_before_mlflow_and_its_run_lands_completely(
     assert logged.data.params == record["params"]
     assert record["tags"].items() <= logged.data.tags.items()
     uploaded = {a.path for a in _client(store).list_artifacts(logged.info.run_id)}
-    assert {"cases.jsonl.gz", "cases_table.json", "chunks.jsonl.gz", "config.yaml"} <= uploaded
+    assert {"cases.jsonl.gz", "cases_table.json", "config.yaml"} <= uploaded
+    assert "chunks.jsonl.gz" not in uploaded  # kept local: the artifact budget
     assert LOG_FILE not in uploaded and "record.json" not in uploaded
     assert f"logged as run {logged.info.run_id}" in (run_dir / LOG_FILE).read_text()
     assert not list((store / "mlflow.db.pending").glob("*"))  # the marker is gone
