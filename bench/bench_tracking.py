@@ -2,7 +2,7 @@
 
     python bench/bench_tracking.py            # all three, figures as JSON + a table
     python bench/bench_tracking.py single     # warm demo run, tracking on vs off
-    python bench/bench_tracking.py sweep      # warm 4-job demo sweep (grid_small), on vs off
+    python bench/bench_tracking.py sweep      # warm 4-job and 14-job demo sweeps, on vs off
     python bench/bench_tracking.py artifacts  # bytes one SQuAD run uploads, per file
 
 Every timed run is a fresh ``ragsweep`` process (its wall time, start-up included), on a
@@ -13,8 +13,8 @@ config the way a user at a terminal gets it (its standard output is a pseudo-ter
 ``tracking.background=auto`` logs in the background), with ``tracking.background=never``
 (what a script that pipes the output gets: logged in-process) and with ``tracking=off``;
 after each background run it waits, untimed, until the run has landed in the store.
-``sweep`` alternates the sweep with a single run logged in-process (both on and off), so
-the per-run figure subtracts a single run's cost measured in the same minutes.
+``sweep`` alternates a 4-job and a 14-job sweep (both on and off), so the per-further-run
+figure is a difference of sizes in which the fixed cost of tracking cancels.
 ``artifacts`` needs the imported SQuAD data (``make import-squad``). Results go to
 ``outputs/bench/tracking.json``.
 """
@@ -25,6 +25,8 @@ import argparse
 import json
 import os
 import pty
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,8 +41,10 @@ RAGSWEEP = Path(sys.executable).with_name("ragsweep")
 SQUAD = REPO / "outputs" / "squad"
 RESULTS = REPO / "outputs" / "bench" / "tracking.json"
 REPEATS = 5
-SWEEP = "grid_small"  # 4 jobs on the demo data (2 sizes x 2 preprocessings)
-SWEEP_JOBS = 4
+SMALL_SIZES = (400, 800)  # x 2 preprocessings: 4 jobs
+BIG_SIZES = (300, 400, 500, 600, 700, 800, 900)  # x 2 preprocessings: 14 jobs
+SMALL_JOBS = 2 * len(SMALL_SIZES)
+BIG_JOBS = 2 * len(BIG_SIZES)
 SINGLE = {"on": (), "foreground": ("tracking.background=never",), "off": ("tracking=off",)}
 """``on``: the default config at a terminal (logged in the background)."""
 LAND_SECONDS = 600.0
@@ -110,6 +114,16 @@ def wait_until_landed(work: Path) -> float:
     return landed
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished, waited-for children so far:
+    the difference around one ``ragsweep`` process is its CPU time (its own children's
+    included), which load from other processes on the machine barely changes (it still
+    inflates wall times severalfold at a load average of 5 on 2 cores). A background
+    logger is not waited for, so it is not counted."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def alternating(work: Path, kinds: dict[str, tuple[str, ...]], terminal: bool) -> dict[str, Any]:
     """Wall seconds of each kind of ``ragsweep`` command (name → its arguments), the kinds
     alternating ``REPEATS`` times; ``terminal``: at a pseudo-terminal, where kind ``on``
@@ -119,14 +133,18 @@ def alternating(work: Path, kinds: dict[str, tuple[str, ...]], terminal: bool) -
         if terminal and name == "on":
             wait_until_landed(work)
     walls: dict[str, list[float]] = {name: [] for name in kinds}
+    cpus: dict[str, list[float]] = {name: [] for name in kinds}
     landed: list[float] = []
     for _ in range(REPEATS):
         for name, args in kinds.items():
+            cpu_before = children_cpu()
             walls[name].append(round(ragsweep(work, *args, terminal=terminal), 3))
+            cpus[name].append(round(children_cpu() - cpu_before, 3))
             if terminal and name == "on":
                 landed.append(round(wait_until_landed(work), 3))
-    figures: dict[str, Any] = {"walls": walls}
+    figures: dict[str, Any] = {"walls": walls, "cpu": cpus}
     figures.update({f"median_{n}": round(statistics.median(w), 3) for n, w in walls.items()})
+    figures.update({f"cpu_median_{n}": round(statistics.median(c), 3) for n, c in cpus.items()})
     if landed:
         figures["landed_after_exit"] = landed
     return figures
@@ -143,29 +161,87 @@ def measure_single() -> dict[str, Any]:
     return figures
 
 
+def grid_file(work: Path, sizes: tuple[int, ...]) -> Path:
+    """A one-axis grid sweep file under ``work``: chunk ``sizes`` × two preprocessings on
+    the demo data, ``2 * len(sizes)`` jobs (written by the bench, not shipped)."""
+    path = work / f"grid_{len(sizes) * 2}.yaml"
+    sizes_text = ", ".join(str(size) for size in sizes)
+    path.write_text(
+        "description: bench_tracking grid (chunk size x preprocessing) on the demo data.\n"
+        "axes:\n"
+        f"  - chunking.size: [{sizes_text}]\n"
+        "    preprocess: [none, nfkc]\n"
+        "objective: recall_at_5\n",
+        encoding="utf-8",
+    )
+    return path
+
+
 def measure_sweep() -> dict[str, Any]:
-    """A warm 4-job sweep in one process (its jobs always log in-process), on and off, and
-    alternating with them a single run logged in-process, on and off. The sweep's added
-    time, minus what in-process tracking adds to a single process in the same minutes
-    (importing MLflow, opening the store, logging one run), over the other
-    ``SWEEP_JOBS - 1`` runs, is the cost of each further run (the parent run's logging is
-    counted in it too)."""
-    sweep = ("-m", f"sweep={SWEEP}")
+    """Two warm sweeps in one process each (their jobs always log in-process), a small one
+    of ``SMALL_JOBS`` and a big one of ``BIG_JOBS`` jobs (the same grid, more chunk sizes),
+    each with tracking on and off, the four alternating. What tracking adds to the big
+    sweep minus what it adds to the small one, over the ``BIG_JOBS - SMALL_JOBS`` further
+    runs, is the cost of each further run inside a sweep: the fixed cost (importing MLflow,
+    opening the store, the parent run) cancels, the sweep's own per-job tracking work
+    (descriptions, reading the children) is counted. The same figure is computed for each
+    repeat (from that repeat's four walls), so its spread shows beside the median."""
+    work = Path(tempfile.mkdtemp(prefix="ragsweep-bench-"))
+    small = ("-m", f"sweep={grid_file(work, SMALL_SIZES)}")
+    big = ("-m", f"sweep={grid_file(work, BIG_SIZES)}")
     kinds = {
-        "sweep_on": sweep,
-        "sweep_off": (*sweep, "tracking=off"),
-        "single_in_process": ("tracking.background=never",),
-        "single_off": ("tracking=off",),
+        "small_on": small,
+        "small_off": (*small, "tracking=off"),
+        "big_on": big,
+        "big_off": (*big, "tracking=off"),
     }
-    with tempfile.TemporaryDirectory() as work:
-        figures = alternating(Path(work), kinds, terminal=False)
-    figures["median_on"] = figures["median_sweep_on"]
-    figures["median_off"] = figures["median_sweep_off"]
-    figures["added"] = round(figures["median_on"] - figures["median_off"], 3)
-    single = round(figures["median_single_in_process"] - figures["median_single_off"], 3)
-    figures["single_added_in_process"] = single
-    figures["jobs"] = SWEEP_JOBS
-    figures["added_per_further_run"] = round((figures["added"] - single) / (SWEEP_JOBS - 1), 3)
+    try:
+        figures = alternating(work, kinds, terminal=False)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    further = BIG_JOBS - SMALL_JOBS
+    walls = figures["walls"]
+    per_repeat = [
+        round(((bon - boff) - (son - soff)) / further, 3)
+        for son, soff, bon, boff in zip(
+            walls["small_on"], walls["small_off"], walls["big_on"], walls["big_off"], strict=True
+        )
+    ]
+    cpu = figures["cpu"]
+    cpu_per_repeat = [
+        round(((bon - boff) - (son - soff)) / further, 3)
+        for son, soff, bon, boff in zip(
+            cpu["small_on"], cpu["small_off"], cpu["big_on"], cpu["big_off"], strict=True
+        )
+    ]
+    cpu_small = figures["cpu_median_small_on"] - figures["cpu_median_small_off"]
+    cpu_big = figures["cpu_median_big_on"] - figures["cpu_median_big_off"]
+    figures.update(
+        {
+            "cpu_added_per_further_run": round((cpu_big - cpu_small) / further, 3),
+            "cpu_per_further_run_by_repeat": cpu_per_repeat,
+            "cpu_per_further_run_median_of_repeats": round(statistics.median(cpu_per_repeat), 3),
+            "cpu_per_further_run_range": [min(cpu_per_repeat), max(cpu_per_repeat)],
+        }
+    )
+    added_small = figures["median_small_on"] - figures["median_small_off"]
+    added_big = figures["median_big_on"] - figures["median_big_off"]
+    figures.update(
+        {
+            "jobs": {"small": SMALL_JOBS, "big": BIG_JOBS},
+            "median_on": figures["median_big_on"],
+            "median_off": figures["median_big_off"],
+            "added": round(added_big, 3),
+            "added_small": round(added_small, 3),
+            "added_per_further_run": round((added_big - added_small) / further, 3),
+            "per_further_run_by_repeat": per_repeat,
+            "per_further_run_median_of_repeats": round(statistics.median(per_repeat), 3),
+            "per_further_run_range": [min(per_repeat), max(per_repeat)],
+            "off_per_further_run": round(
+                (figures["median_big_off"] - figures["median_small_off"]) / further, 3
+            ),
+        }
+    )
     return figures
 
 
@@ -215,9 +291,18 @@ def table(results: dict[str, Any]) -> str:
                     f"{r['median_off']:.2f} s | {r['added_foreground']:.2f} s |"
                 )
     if "sweep" in results and "added_per_further_run" in results["sweep"]:
+        r = results["sweep"]
+        low, high = r.get("per_further_run_range", ["?", "?"])
         lines.append(
-            f"| per further sweep run | | | {results['sweep']['added_per_further_run']} s |"
+            f"| per further sweep run | | | {r['added_per_further_run']} s "
+            f"(per repeat {low}-{high} s) |"
         )
+        if "cpu_added_per_further_run" in r:
+            low, high = r["cpu_per_further_run_range"]
+            lines.append(
+                f"| per further sweep run, CPU | | | {r['cpu_added_per_further_run']} s "
+                f"(per repeat {low}-{high} s) |"
+            )
     if "artifacts" in results:
         a = results["artifacts"]
         lines.append(f"| SQuAD artifacts | {a['total_bytes']:,} bytes | {a['n_cases']} cases | |")
