@@ -207,15 +207,13 @@ class StoreKind:
     ``repair``: makes a local store openable by MLflow and returns notes for the user;
     ``advice``: what to do when the store fails; ``local_artifacts``: whether this process
     writes a new experiment's artifacts itself (so ``tracking.default_artifacts`` applies)
-    rather than a tracking server choosing where they go; ``tune``: set up how this process
-    connects to the store, before MLflow first opens it.
+    rather than a tracking server choosing where they go.
     """
 
     lock_file: Callable[[str, str], Path | None]
     repair: Callable[[str], list[str]]
     advice: Callable[[str, TrackingConfig], str]
     local_artifacts: bool = True
-    tune: Callable[[str], None] = lambda uri: None
 
 
 def _no_lock(uri: str, purpose: str) -> Path | None:
@@ -258,49 +256,6 @@ def _sqlite_advice(uri: str, cfg: TrackingConfig) -> str:
     )
 
 
-_TUNED_SQLITE: set[Path] = set()
-"""SQLite files whose connections :func:`_on_sqlite_connect` sets up (resolved paths)."""
-
-
-def tune_sqlite(uri: str) -> None:
-    """Have every SQLAlchemy connection this process opens to the SQLite file of ``uri``
-    use write-ahead logging with ``synchronous=NORMAL`` (:func:`_on_sqlite_connect`).
-    Registered when ragsweep opens the store, never at import."""
-    from sqlalchemy import event
-    from sqlalchemy.engine import Engine
-
-    path = sqlite_path(uri)
-    if path is None:
-        return
-    _TUNED_SQLITE.add(path.resolve())
-    if not event.contains(Engine, "connect", _on_sqlite_connect):
-        event.listen(Engine, "connect", _on_sqlite_connect)
-
-
-def _on_sqlite_connect(connection: Any, _record: Any) -> None:
-    """A new connection to a tuned SQLite file: switch the file to write-ahead logging
-    (``journal_mode=WAL``, kept in the file, so only the first connection switches it) and
-    commit with ``synchronous=NORMAL``. Each of MLflow's calls is a transaction; with the
-    default rollback journal and ``synchronous=FULL`` each one syncs the file and the
-    journal to disk several times, with WAL and NORMAL none do until a checkpoint (a power
-    cut may lose the last commits, never corrupt the file). Readers (the MLflow UI) and the
-    one writer no longer block each other. If the file cannot be switched (another process
-    holds it), the connection keeps the defaults."""
-    if not isinstance(connection, sqlite3.Connection):
-        return
-    file = connection.execute("PRAGMA database_list").fetchone()[2]
-    if not file or Path(file).resolve() not in _TUNED_SQLITE:
-        return
-    try:
-        mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
-        if mode.lower() != "wal":
-            mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-    except sqlite3.OperationalError:  # locked by another process: keep the rollback journal
-        return
-    if mode.lower() == "wal":
-        connection.execute("PRAGMA synchronous=NORMAL")
-
-
 def _generic_advice(uri: str, cfg: TrackingConfig) -> str:
     return "check tracking.uri (or MLFLOW_TRACKING_URI), or run with tracking.enabled=false"
 
@@ -308,7 +263,7 @@ def _generic_advice(uri: str, cfg: TrackingConfig) -> str:
 SERVER = StoreKind(_no_lock, _no_repair, _server_advice, local_artifacts=False)
 FILE_STORE = StoreKind(_file_store_lock, _no_repair, _generic_advice)
 STORE_KINDS: dict[str, StoreKind] = {
-    "sqlite": StoreKind(_sqlite_lock, repair_sqlite, _sqlite_advice, tune=tune_sqlite),
+    "sqlite": StoreKind(_sqlite_lock, repair_sqlite, _sqlite_advice),
     "http": SERVER,
     "https": SERVER,
     "file": FILE_STORE,
@@ -444,7 +399,6 @@ def _open_locked(uri: str, kind: StoreKind, cfg: TrackingConfig | None) -> Any:
     try:
         for note in kind.repair(uri):
             print(f"note: {note}", file=sys.stderr)
-        kind.tune(uri)
     except TrackingStoreError:
         raise
     except Exception as exc:
