@@ -9,6 +9,7 @@ real SQLite store; the background logger is the real detached process.
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import pty
@@ -204,3 +205,59 @@ def test_a_failed_background_log_is_reported_by_the_next_command_and_can_be_logg
     assert not list((store / "mlflow.db.pending").glob("*"))
     quiet = run(tmp_path, "ragsweep-log", "--wait", str(run_dir))
     assert quiet.returncode == 0 and "did not finish" not in quiet.stderr
+
+
+def _marker(store_db: Path, record_id: str, run_dir: Path) -> Path:
+    folder = store_db.with_name(f"{store_db.name}.pending")
+    folder.mkdir(exist_ok=True)
+    marker = folder / f"{record_id}.json"
+    marker.write_text(json.dumps({"run_dir": str(run_dir), "log": str(run_dir / LOG_FILE)}))
+    return marker
+
+
+def test_an_ended_log_is_reported_unless_its_marker_went_or_its_run_directory_is_gone(
+    tmp_path: Path,
+) -> None:
+    from ragsweep.background_log import report_failed
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    kept = tmp_path / "runs" / "kept"
+    kept.mkdir(parents=True)
+    (kept / "record.json").write_text("{}")
+    failed = _marker(tmp_path / "mlflow.db", "a" * 32, kept)
+    gone = _marker(tmp_path / "mlflow.db", "b" * 32, tmp_path / "runs" / "deleted")
+    running = _marker(tmp_path / "mlflow.db", "c" * 32, kept)
+    with running.open("r") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a live logger holds it
+        out = io.StringIO()
+        reported = report_failed(uri, out)
+    assert [f.run_dir for f in reported] == [str(kept)]  # the failed one only
+    assert f"the background MLflow log of {kept} did not finish" in out.getvalue()
+    assert "is gone; nothing is left to log, forgotten" in out.getvalue()
+    assert failed.is_file() and running.is_file() and not gone.exists()
+    again = io.StringIO()
+    assert len(report_failed(uri, again)) == 2  # the deleted one is not said twice
+    assert "forgotten" not in again.getvalue()
+
+
+def test_a_store_on_a_network_file_system_is_logged_in_the_run_s_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragsweep import background_log
+    from ragsweep.background_log import filesystem_type, store_is_ready
+
+    mountinfo = (
+        "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+        f"31 22 0:42 / {tmp_path}/team\\040share rw,relatime shared:9 - nfs4 srv:/t rw\n"
+    )
+    assert filesystem_type(tmp_path / "team share" / "mlflow.db", mountinfo) == "nfs4"
+    assert filesystem_type(tmp_path / "team" / "mlflow.db", mountinfo) == "ext4"
+    share = tmp_path / "team share"
+    share.mkdir()
+    db = share / "mlflow.db"
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")  # a real, complete store
+    client.search_experiments()
+    assert store_is_ready(f"sqlite:///{db}")
+    (tmp_path / "mountinfo").write_text(mountinfo)
+    monkeypatch.setattr(background_log, "MOUNTINFO", tmp_path / "mountinfo")
+    assert not store_is_ready(f"sqlite:///{db}")

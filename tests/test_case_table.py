@@ -408,3 +408,30 @@ def test_a_run_with_tracking_off_never_imports_mlflow(tmp_path: Path, mini_proje
     assert list((tmp_path / "out" / "runs").glob("*/*/cases_table.json"))  # it did run
     assert "mlflow modules: []" in done.stderr
     assert not (tmp_path / "out" / "mlflow.db").exists()
+
+
+def test_case_texts_holding_unicode_line_separators_are_logged_and_read_back(
+    tmp_path: Path, mini_project: Path
+):
+    """JSON keeps U+2028, U+2029 and U+0085 raw inside strings; the stored cases must not
+    be cut there (str.splitlines would)."""
+    golden = mini_project / "golden.jsonl"
+    cases = rows(golden)
+    cases[0]["question"] = "How long\u2028do refunds\u2029take?\u0085"
+    golden.write_text(
+        "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cases), encoding="utf-8"
+    )
+    out = ragsweep(tmp_path, f"paths.output_dir={tmp_path / 'out'}", *project(mini_project))
+    assert out.returncode == 0, out.stderr[-3000:]
+    (run_dir,) = (tmp_path / "out" / "runs").glob("*/*")
+    uri = f"sqlite:///{tmp_path / 'out' / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("ragsweep").experiment_id])
+    assert run.data.tags[tag.LOGGED] == "complete"
+    local = cases_from_jsonl((run_dir / CASES_FILE).read_text(encoding="utf-8"), "run dir")
+    logged = RunStore(uri).cases(run.info.run_id)
+    assert [c.id for c in logged] == [c.id for c in local] and local[0].id == "q1"
+    raw = (run_dir / CASES_FILE).read_text(encoding="utf-8")
+    assert "How long\u2028do refunds\u2029take?\u0085" in raw  # kept raw, not escaped
+    text = artifact_text(client, run.info.run_id, CASES_FILE)
+    assert len(cases_from_jsonl(text, "store")) == len(local)

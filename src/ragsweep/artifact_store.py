@@ -24,6 +24,8 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ragsweep.corpus import jsonl_lines
+
 CASES_FILE = "cases.jsonl"
 """Per-case results of a run (one ``CaseResult`` row per line, :mod:`ragsweep.evaluate`)."""
 CHUNKS_FILE = "chunks.jsonl"
@@ -70,7 +72,7 @@ def _stored_cases(text: str) -> str:
 
     return "".join(
         _JSON_LINE.encode(stored_case_row(json.loads(line))) + "\n"
-        for line in text.splitlines()
+        for line in jsonl_lines(text)
         if line.strip()
     )
 
@@ -111,7 +113,7 @@ def _rebuilt_cases(client: Any, run_id: str, text: str) -> str:
     from ragsweep.case_table import is_stored_row, rebuilt_case_row  # see _stored_cases
 
     try:
-        stored = [json.loads(line) for line in text.splitlines() if line.strip()]
+        stored = [json.loads(line) for line in jsonl_lines(text) if line.strip()]
     except ValueError:
         return text  # the reader reports the line that is not a case
     if not stored or not all(isinstance(r, dict) and is_stored_row(r) for r in stored):

@@ -67,6 +67,40 @@ keeps scripts and pipes synchronous: a script that runs ``ragsweep`` and then re
 store with MLflow's own client finds the run there."""
 
 
+NETWORK_FILESYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "gpfs"}
+    | {"fuse.sshfs", "fuse.glusterfs", "fuse.ceph", "beegfs"}
+)
+"""File-system types (``/proc/self/mountinfo``) on which Linux emulates ``flock`` with
+per-process locks that a child does not inherit; a store on one logs in the run's own
+process."""
+MOUNTINFO = Path("/proc/self/mountinfo")
+
+
+def filesystem_type(path: Path, mountinfo: str | None = None) -> str | None:
+    """The type of the file system holding ``path`` (the mount with the longest mount point
+    above it in ``mountinfo``, this process's ``/proc/self/mountinfo`` by default); None
+    where that cannot be read (not Linux)."""
+    if mountinfo is None:
+        try:
+            mountinfo = MOUNTINFO.read_text(encoding="utf-8")
+        except OSError:
+            return None
+    target = path.resolve()
+    best: tuple[int, str] | None = None
+    for line in mountinfo.split("\n"):
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not rest:
+            continue
+        point = Path(parts[4].replace("\\040", " "))
+        if (target == point or point in target.parents) and (
+            best is None or len(point.parts) > best[0]
+        ):
+            best = (len(point.parts), rest.split()[0])
+    return None if best is None else best[1]
+
+
 def pending_dir(uri: str) -> Path | None:
     """Where the pending markers of store ``uri`` live (a SQLite store only):
     ``<db>.pending/`` beside the database file."""
@@ -82,6 +116,8 @@ def store_is_ready(uri: str) -> bool:
     path = sqlite_path(uri)
     if path is None or not path.is_file() or path.stat().st_size == 0:
         return False
+    if filesystem_type(path) in NETWORK_FILESYSTEMS:
+        return False  # flock there is per process, not inherited: markers would not hold
     try:
         state = read_sqlite_state(path)
     except Exception:  # unreadable: the in-process check reports it properly
@@ -237,7 +273,9 @@ def report_failed(uri: str, stream: TextIO | None = None) -> list[Failed]:
     if folder is None or not folder.is_dir():
         return []
     out = stream or sys.stderr
-    failed = [_failure(marker) for marker in _markers(folder) if not _locked(marker)]
+    # a marker gone once found unlocked was removed by a logger that succeeded meanwhile
+    ended = [m for m in _markers(folder) if not _locked(m) and m.is_file()]
+    failed = [_failure(m) for m in ended if not _forgot_deleted(m, out)]
     for failure in failed:
         print(
             f"error: the background MLflow log of {failure.run_dir} did not finish: "
@@ -246,6 +284,25 @@ def report_failed(uri: str, stream: TextIO | None = None) -> list[Failed]:
             file=out,
         )
     return failed
+
+
+def _forgot_deleted(marker: Path, out: TextIO) -> bool:
+    """True (and the marker removed, once said) when the failed log's run directory no
+    longer holds its ``record.json``: nothing is left to log, and ``ragsweep-log`` could
+    not clear it."""
+    from ragsweep.tracking import RECORD_FILE  # tracking imports this module
+
+    run_dir = Path(_run_dir(marker))
+    if (run_dir / RECORD_FILE).is_file():
+        return False
+    print(
+        f"warning: the background MLflow log of {run_dir} did not finish, and the run "
+        f"directory (its {RECORD_FILE}) is gone; nothing is left to log, forgotten",
+        file=out,
+    )
+    marker.with_suffix(FAILED_SUFFIX).unlink(missing_ok=True)
+    marker.unlink(missing_ok=True)
+    return True
 
 
 def _markers(folder: Path) -> Iterator[Path]:

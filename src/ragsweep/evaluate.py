@@ -19,6 +19,7 @@ from ragsweep.artifact_store import CASES_FILE as CASES_FILE
 from ragsweep.chunk_table import take_rows
 from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
+from ragsweep.corpus import jsonl_lines
 from ragsweep.golden import GoldenCase
 from ragsweep.index import Index, Query, Ranked
 from ragsweep.measures import RAN_OUT, Measure
@@ -104,7 +105,7 @@ def cases_from_jsonl(text: str, source: str) -> tuple[CaseResult, ...]:
     """The case results of a ``cases.jsonl`` text, in file order; a line that is not a case
     result is a ValueError naming ``source`` (where the text came from) and the line."""
     cases = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:

@@ -26,6 +26,7 @@ import yaml
 
 from ragsweep import tags as tag
 from ragsweep.artifact_store import CASES_FILE
+from ragsweep.corpus import jsonl_lines
 from ragsweep.errors import RagsweepError
 from ragsweep.judge.agreement import (
     Agreement,
@@ -79,7 +80,7 @@ def mlflow_source(run_id: str, tracking_uri: str | None, log: bool) -> RunSource
     store = RunStore(current_tracking_uri(current_config(), tracking_uri))
     store.get(run_id)
     text = store.artifact_text(run_id, CASES_FILE)
-    rows = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    rows = [(n, json.loads(line)) for n, line in enumerate(jsonl_lines(text), 1) if line.strip()]
     records = judged_records(rows, f"{CASES_FILE} of run {run_id}")
     judge = store.config(run_id).get("judge")
     return RunSource(records, judge if isinstance(judge, dict) else {}, run_id if log else None)

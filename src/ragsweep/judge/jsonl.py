@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ragsweep.corpus import jsonl_lines
 from ragsweep.errors import RagsweepError
 
 
@@ -14,7 +15,7 @@ def read_jsonl(path: Path, error: type[RagsweepError]) -> list[tuple[int, dict[s
     """(line number, object) for every non-blank line; ``error`` names the file and line
     of an unreadable file, invalid JSON or a line that is not an object."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = jsonl_lines(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror}") from None
     rows = []
