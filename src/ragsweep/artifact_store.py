@@ -30,6 +30,8 @@ CASES_FILE = "cases.jsonl"
 """Per-case results of a run (one ``CaseResult`` row per line, :mod:`ragsweep.evaluate`)."""
 CHUNKS_FILE = "chunks.jsonl"
 """The chunks some case retrieved, with their text (:func:`ragsweep.artifacts.chunk_row`)."""
+RECORD_FILE = "record.json"
+"""In a run directory: what the run sends to MLflow (``ragsweep-log`` reads it)."""
 COMPRESSED_FILES = frozenset({CASES_FILE, CHUNKS_FILE})
 """Run-directory file names stored gzip-compressed, under :func:`stored_name` (runs logged
 before ``chunks.jsonl`` stayed local stored it compressed too)."""

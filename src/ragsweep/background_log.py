@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from ragsweep.artifact_store import RECORD_FILE
 from ragsweep.config import TrackingConfig
 from ragsweep.tracking_store import (
     LOCK_WAIT_SECONDS,
@@ -290,8 +291,6 @@ def _forgot_deleted(marker: Path, out: TextIO) -> bool:
     """True (and the marker removed, once said) when the failed log's run directory no
     longer holds its ``record.json``: nothing is left to log, and ``ragsweep-log`` could
     not clear it."""
-    from ragsweep.tracking import RECORD_FILE  # tracking imports this module
-
     run_dir = Path(_run_dir(marker))
     if (run_dir / RECORD_FILE).is_file():
         return False

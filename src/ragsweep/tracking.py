@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsweep import tags as tag
-from ragsweep.artifact_store import LOCAL_ONLY_FILES, stored_copy
+from ragsweep.artifact_store import LOCAL_ONLY_FILES, RECORD_FILE, stored_copy
 from ragsweep.background_log import LOG_FILE, BackgroundLog, report_failed
 from ragsweep.background_log import start as start_background_log
 from ragsweep.config import TrackingConfig, from_mapping
@@ -52,8 +52,6 @@ DUPLICATE_KEY_MESSAGES = (
 )
 """How each database reports a unique-key violation (MLflow passes its message on, also
 through a tracking server)."""
-RECORD_FILE = "record.json"
-"""In a run directory: what the run sends to MLflow (``ragsweep-log`` reads it)."""
 RECORD_FORMAT = 1
 
 
