@@ -2,7 +2,7 @@
 
     python bench/bench_tracking.py            # all three, figures as JSON + a table
     python bench/bench_tracking.py single     # warm demo run, tracking on vs off
-    python bench/bench_tracking.py sweep      # warm 4-job and 14-job demo sweeps, on vs off
+    python bench/bench_tracking.py sweep      # 4- and 14-job sweeps: logger, in-process, off
     python bench/bench_tracking.py artifacts  # bytes one SQuAD run uploads, per file
 
 Every timed run is a fresh ``ragsweep`` process (its wall time, start-up included), on a
@@ -13,8 +13,9 @@ config the way a user at a terminal gets it (its standard output is a pseudo-ter
 ``tracking.background=auto`` logs in the background), with ``tracking.background=never``
 (what a script that pipes the output gets: logged in-process) and with ``tracking=off``;
 after each background run it waits, untimed, until the run has landed in the store.
-``sweep`` alternates a 4-job and a 14-job sweep (both on and off), so the per-further-run
-figure is a difference of sizes in which the fixed cost of tracking cancels.
+``sweep`` alternates a 4-job and a 14-job sweep (each with the sweep's logger, logged
+in-process and off), so the per-further-run figure is a difference of sizes in which the
+fixed cost of tracking cancels.
 ``artifacts`` needs the imported SQuAD data (``make import-squad``). Results go to
 ``outputs/bench/tracking.json``.
 """
@@ -177,72 +178,81 @@ def grid_file(work: Path, sizes: tuple[int, ...]) -> Path:
     return path
 
 
+SWEEP_MODES = {"on": (), "in_process": ("tracking.background=never",), "off": ("tracking=off",)}
+"""``on``: the default (the jobs' runs go to the sweep's logger process); ``in_process``:
+every job logs in the sweep's process; ``off``: no tracking."""
+
+
 def measure_sweep() -> dict[str, Any]:
-    """Two warm sweeps in one process each (their jobs always log in-process), a small one
-    of ``SMALL_JOBS`` and a big one of ``BIG_JOBS`` jobs (the same grid, more chunk sizes),
-    each with tracking on and off, the four alternating. What tracking adds to the big
-    sweep minus what it adds to the small one, over the ``BIG_JOBS - SMALL_JOBS`` further
-    runs, is the cost of each further run inside a sweep: the fixed cost (importing MLflow,
-    opening the store, the parent run) cancels, the sweep's own per-job tracking work
-    (descriptions, reading the children) is counted. The same figure is computed for each
-    repeat (from that repeat's four walls), so its spread shows beside the median."""
+    """Warm sweeps in one process each, a small one of ``SMALL_JOBS`` and a big one of
+    ``BIG_JOBS`` jobs (the same grid, more chunk sizes), each in the three
+    :data:`SWEEP_MODES`, the six alternating. What a mode adds to the big sweep minus what
+    it adds to the small one, over the ``BIG_JOBS - SMALL_JOBS`` further runs, is the cost
+    of each further run inside a sweep: the fixed cost (importing MLflow, opening the
+    store, the parent run, starting the logger) cancels, the sweep's own per-job tracking
+    work (descriptions, reading the children) is counted. The same figure is computed for
+    each repeat (from that repeat's walls), so its spread shows beside the median. CPU
+    counts the logger's too (the sweep waits for it)."""
     work = Path(tempfile.mkdtemp(prefix="ragsweep-bench-"))
-    small = ("-m", f"sweep={grid_file(work, SMALL_SIZES)}")
-    big = ("-m", f"sweep={grid_file(work, BIG_SIZES)}")
+    grids = {
+        "small": ("-m", f"sweep={grid_file(work, SMALL_SIZES)}"),
+        "big": ("-m", f"sweep={grid_file(work, BIG_SIZES)}"),
+    }
     kinds = {
-        "small_on": small,
-        "small_off": (*small, "tracking=off"),
-        "big_on": big,
-        "big_off": (*big, "tracking=off"),
+        f"{size}_{mode}": (*grid, *extra)
+        for size, grid in grids.items()
+        for mode, extra in SWEEP_MODES.items()
     }
     try:
         figures = alternating(work, kinds, terminal=False)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    further = BIG_JOBS - SMALL_JOBS
-    walls = figures["walls"]
-    per_repeat = [
-        round(((bon - boff) - (son - soff)) / further, 3)
-        for son, soff, bon, boff in zip(
-            walls["small_on"], walls["small_off"], walls["big_on"], walls["big_off"], strict=True
-        )
-    ]
-    cpu = figures["cpu"]
-    cpu_per_repeat = [
-        round(((bon - boff) - (son - soff)) / further, 3)
-        for son, soff, bon, boff in zip(
-            cpu["small_on"], cpu["small_off"], cpu["big_on"], cpu["big_off"], strict=True
-        )
-    ]
-    cpu_small = figures["cpu_median_small_on"] - figures["cpu_median_small_off"]
-    cpu_big = figures["cpu_median_big_on"] - figures["cpu_median_big_off"]
-    figures.update(
-        {
-            "cpu_added_per_further_run": round((cpu_big - cpu_small) / further, 3),
-            "cpu_per_further_run_by_repeat": cpu_per_repeat,
-            "cpu_per_further_run_median_of_repeats": round(statistics.median(cpu_per_repeat), 3),
-            "cpu_per_further_run_range": [min(cpu_per_repeat), max(cpu_per_repeat)],
-        }
-    )
-    added_small = figures["median_small_on"] - figures["median_small_off"]
-    added_big = figures["median_big_on"] - figures["median_big_off"]
-    figures.update(
-        {
-            "jobs": {"small": SMALL_JOBS, "big": BIG_JOBS},
-            "median_on": figures["median_big_on"],
-            "median_off": figures["median_big_off"],
-            "added": round(added_big, 3),
-            "added_small": round(added_small, 3),
-            "added_per_further_run": round((added_big - added_small) / further, 3),
-            "per_further_run_by_repeat": per_repeat,
-            "per_further_run_median_of_repeats": round(statistics.median(per_repeat), 3),
-            "per_further_run_range": [min(per_repeat), max(per_repeat)],
-            "off_per_further_run": round(
-                (figures["median_big_off"] - figures["median_small_off"]) / further, 3
-            ),
-        }
+    figures["jobs"] = {"small": SMALL_JOBS, "big": BIG_JOBS}
+    figures.update(per_further_run(figures, "on", ""))
+    figures.update(per_further_run(figures, "in_process", "in_process_"))
+    figures["median_on"] = figures["median_big_on"]
+    figures["median_off"] = figures["median_big_off"]
+    figures["off_per_further_run"] = round(
+        (figures["median_big_off"] - figures["median_small_off"]) / (BIG_JOBS - SMALL_JOBS), 3
     )
     return figures
+
+
+def per_further_run(figures: dict[str, Any], mode: str, prefix: str) -> dict[str, Any]:
+    """What ``mode`` adds per further sweep run, wall and CPU: from the medians of each
+    kind, and per repeat (its median and range); keys start with ``prefix``."""
+    further = BIG_JOBS - SMALL_JOBS
+    out: dict[str, Any] = {}
+    for measure, label in (("walls", ""), ("cpu", "cpu_")):
+        runs = figures[measure]
+        by_repeat = [
+            round(((bon - boff) - (son - soff)) / further, 3)
+            for son, soff, bon, boff in zip(
+                runs[f"small_{mode}"],
+                runs["small_off"],
+                runs[f"big_{mode}"],
+                runs["big_off"],
+                strict=True,
+            )
+        ]
+        median = "median" if measure == "walls" else "cpu_median"
+        added_small = figures[f"{median}_small_{mode}"] - figures[f"{median}_small_off"]
+        added_big = figures[f"{median}_big_{mode}"] - figures[f"{median}_big_off"]
+        out.update(
+            {
+                f"{prefix}{label}added": round(added_big, 3),
+                f"{prefix}{label}added_small": round(added_small, 3),
+                f"{prefix}{label}added_per_further_run": round(
+                    (added_big - added_small) / further, 3
+                ),
+                f"{prefix}{label}per_further_run_by_repeat": by_repeat,
+                f"{prefix}{label}per_further_run_median_of_repeats": round(
+                    statistics.median(by_repeat), 3
+                ),
+                f"{prefix}{label}per_further_run_range": [min(by_repeat), max(by_repeat)],
+            }
+        )
+    return out
 
 
 def measure_artifacts() -> dict[str, Any]:
@@ -292,17 +302,17 @@ def table(results: dict[str, Any]) -> str:
                 )
     if "sweep" in results and "added_per_further_run" in results["sweep"]:
         r = results["sweep"]
-        low, high = r.get("per_further_run_range", ["?", "?"])
-        lines.append(
-            f"| per further sweep run | | | {r['added_per_further_run']} s "
-            f"(per repeat {low}-{high} s) |"
-        )
-        if "cpu_added_per_further_run" in r:
-            low, high = r["cpu_per_further_run_range"]
-            lines.append(
-                f"| per further sweep run, CPU | | | {r['cpu_added_per_further_run']} s "
-                f"(per repeat {low}-{high} s) |"
-            )
+        for prefix, what in (("", "sweep's logger"), ("in_process_", "in-process")):
+            for label, unit in (("", "wall"), ("cpu_", "CPU")):
+                key = f"{prefix}{label}"
+                if f"{key}per_further_run_median_of_repeats" not in r:
+                    continue
+                low, high = r[f"{key}per_further_run_range"]
+                lines.append(
+                    f"| per further sweep run, {what}, {unit} | | | "
+                    f"{r[f'{key}per_further_run_median_of_repeats']} s median of repeats "
+                    f"({low} to {high} s; from the medians {r[f'{key}added_per_further_run']} s) |"
+                )
     if "artifacts" in results:
         a = results["artifacts"]
         lines.append(f"| SQuAD artifacts | {a['total_bytes']:,} bytes | {a['n_cases']} cases | |")

@@ -367,7 +367,8 @@ class TrackingConfig:
     down or hangs can hold a run up (docs/tracking.md). ``background``: when a single run
     (not ``-m``) hands its logging to a detached ``ragsweep-log`` process instead of waiting
     for MLflow: ``auto`` when its standard output is a terminal, ``always``, or ``never``
-    (:mod:`ragsweep.background_log`).
+    (:mod:`ragsweep.background_log`); with ``auto`` or ``always``, the jobs of a sweep on
+    the basic launcher hand their runs to the sweep's logger (:mod:`ragsweep.sweep.logger`).
     """
 
     enabled: bool = not_hashed(True)

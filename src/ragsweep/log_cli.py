@@ -28,6 +28,7 @@ from pathlib import Path
 from ragsweep import background_log
 from ragsweep.config import TrackingConfig
 from ragsweep.errors import RagsweepError
+from ragsweep.sweep.logger import serve
 from ragsweep.tracking import RunRecord, find_logged, load_record, log_run
 from ragsweep.tracking_store import reason, tracking_uri
 
@@ -99,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         description="Log run directories (with record.json) to MLflow, e.g. after the "
         "tracking store failed at the end of a run or a background log did not finish.",
     )
-    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    parser.add_argument("run_dirs", nargs="*", type=Path, metavar="RUN_DIR")
     parser.add_argument(
         "--tracking-uri", help="log here instead of the store the run was configured with"
     )
@@ -110,7 +111,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--background", type=Path, help=argparse.SUPPRESS)  # marker file
     parser.add_argument("--after", type=int, help=argparse.SUPPRESS)  # pipe: the run's end
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # a sweep's logger
     args = parser.parse_args(argv)
+    if args.serve is not None:
+        serve(sys.stdin, args.serve)
+    if not args.run_dirs:
+        parser.error("at least one RUN_DIR is required")
     if args.background is not None:
         sys.exit(log_in_background(args.background, args.run_dirs[0], args.after))
     handle = waited_directory if args.wait else log_directory

@@ -72,8 +72,9 @@ from ragsweep.stages import (
     scope_key,
     texts_key,
 )
+from ragsweep.sweep.logger import active as active_sweep_logger
 from ragsweep.tables import logged_tables_tag
-from ragsweep.tracking import RunRecord, log_run, log_run_in_background
+from ragsweep.tracking import RunRecord, log_run, log_run_in_background, save_record
 from ragsweep.tracking_store import prepare_store
 
 
@@ -420,16 +421,23 @@ def run_evaluation(
     run_id = None
     record = None
     timings = dict(done.timer.seconds)  # what the record logs; logging's own time is added
+    handed_to: str | None = None  # who logs the run, when not this function
     if cfg.tracking.enabled:
         started = time.perf_counter()
         record = _record(resolved, done, cache_metrics, extra_tags, output_dir, origin)
-        if not background:
+        sweep_logger = active_sweep_logger() if origin is not None and origin.multirun else None
+        if sweep_logger is not None:
+            save_record(cfg.tracking, record)
+            sweep_logger.submit(record.artifacts_dir)
+            handed_to = "being logged by the sweep's logger"
+        elif background:
+            handed_to = "being logged in the background"
+        else:
             run_id = log_run(cfg.tracking, record)
-            timings["log_seconds"] = time.perf_counter() - started
+        timings["log_seconds"] = time.perf_counter() - started
     cache = done.cache
     cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
-    in_background = "being logged in the background" if record and background else None
-    facts = {**facts, "cache": cache_line, "run": run_id or in_background or "not logged"}
+    facts = {**facts, "cache": cache_line, "run": run_id or handed_to or "not logged"}
     print_summary(done.summary, cfg.eval, facts, console)
     if done.judged:
         done.judged.print_summary(console)

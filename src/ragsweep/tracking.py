@@ -150,6 +150,19 @@ def client_for(cfg: TrackingConfig) -> Any:
     return open_client(tracking_uri(cfg), cfg)
 
 
+def warm_up(cfg: TrackingConfig) -> None:
+    """Import what logging a run needs and open ``cfg``'s store and experiment, so the
+    first :func:`log_run` of this process does not pay for it (a sweep's logger does this
+    while the sweep's first job computes). Failures are left to that first run to report."""
+    try:
+        ensure_experiment(cfg)
+        import mlflow.data.dataset_source_registry
+        import mlflow.data.meta_dataset
+        import mlflow.store.artifact.artifact_repository_registry  # noqa: F401
+    except Exception:  # the first record's log says what is wrong, with its run directory
+        return
+
+
 def ensure_experiment(cfg: TrackingConfig) -> str:
     """Check and create the store and the experiment; return the experiment id (see
     :func:`~ragsweep.tracking_store.prepare_store`)."""
@@ -177,16 +190,17 @@ def batches(items: list[Any]) -> Iterator[list[Any]]:
         yield items[begin : begin + BATCH]
 
 
-def log_run(cfg: TrackingConfig, record: RunRecord) -> str:
-    """Save ``record.json`` in the run directory, create one MLflow run from ``record`` and
-    return its run id.
+def log_run(cfg: TrackingConfig, record: RunRecord, saved: bool = False) -> str:
+    """Save ``record.json`` in the run directory (unless ``saved``: it was read from there),
+    create one MLflow run from ``record`` and return its run id.
 
     If the store fails, the run directory still holds the run (artifacts and
     ``record.json``): the TrackingStoreError says so and gives the ``ragsweep-log`` command
     that logs it later. A run MLflow created before the failure is closed FAILED (best
     effort: the store may be gone), without the ``ragsweep.logged=complete`` tag.
     """
-    save_record(cfg, record)
+    if not saved:
+        save_record(cfg, record)
     try:
         return _write_run(cfg, record)
     except Exception as exc:

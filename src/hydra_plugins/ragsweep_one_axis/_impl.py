@@ -34,6 +34,7 @@ from rich.console import Console
 
 from ragsweep import tags as tag
 from ragsweep.appconfig import plain_config, sweep_dirs
+from ragsweep.config import TrackingConfig, from_mapping
 from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError, RagsweepError
 from ragsweep.golden import load_golden
@@ -42,6 +43,7 @@ from ragsweep.run_names import sweep_child_name
 from ragsweep.run_notes import config_summary
 from ragsweep.run_record import run_params
 from ragsweep.sweep.factors import Factors, describe, other_factors, result_values, varied
+from ragsweep.sweep.logger import drain_active, logging_jobs
 from ragsweep.sweep.paired import CaseValues, Unpaired, read_case_values
 from ragsweep.sweep.report import (
     plot_objective_by_axis,
@@ -169,15 +171,24 @@ class OneAxisSweeperImpl:
         A ``RagsweepError`` (bad sweep file, every value of an axis failed) ends the process
         like the ``ragsweep`` app does: ``error: ...`` on stderr, exit status 2.
         """
-        if self.grid is not None:
-            return self.grid.sweep(arguments)
-        assert self.sweep_name and self.config is not None
-        try:
-            spec = load_sweep(resolve_sweep_path(self.sweep_name, sweep_dirs(self.sweeps_dir)))
-            return _SweepRun(self, spec, arguments).run()
-        except RagsweepError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            sys.exit(2)
+        assert self.config is not None
+        with logging_jobs(_tracking(self.config), self.config.hydra):
+            if self.grid is not None:
+                return self.grid.sweep(arguments)
+            assert self.sweep_name
+            try:
+                spec = load_sweep(resolve_sweep_path(self.sweep_name, sweep_dirs(self.sweeps_dir)))
+                return _SweepRun(self, spec, arguments).run()
+            except RagsweepError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                sys.exit(2)
+
+
+def _tracking(config: DictConfig) -> TrackingConfig:
+    """The sweep's tracking settings (checked before the sweep by
+    :class:`ragsweep.callbacks.PrepareTrackingStore`)."""
+    tracking = OmegaConf.to_container(config.tracking, resolve=True)
+    return from_mapping(TrackingConfig, tracking, "tracking")  # type: ignore[arg-type]
 
 
 class _SweepRun:
@@ -521,6 +532,7 @@ class _SweepRun:
         )
         launched_ms = time.time_ns() // 1_000_000
         returns = self._launch([list(composed[i].lines) for i in todo.values()])
+        drain_active()  # the jobs' runs are all in the store before it is read
         new = self.runs.logged_children(self.spec.objective) if self.runs and todo else {}
         for index, ret in zip(todo.values(), returns, strict=True):
             c = composed[index]
@@ -646,6 +658,7 @@ class _SweepRun:
         )
 
     def _conclude(self, final: FinalConfig | None, status: str) -> SweepResult:
+        drain_active()  # an interrupted batch's finished jobs are logged before the parent ends
         result = SweepResult(
             spec=self.spec,
             axes=tuple(self.state.axes),

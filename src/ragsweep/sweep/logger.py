@@ -1,0 +1,335 @@
+"""The sweep's logger: one long-lived process logs the MLflow runs of the jobs a sweep runs
+in its own process, while the next job computes.
+
+Logging a run to MLflow's SQLite store costs about 0.2 s of CPU (the store's transactions,
+the artifact copies), and a thread would not take it off the sweep's path: that work holds
+the GIL. So ``ragsweep -m`` with Hydra's basic launcher (every job in the sweep's process)
+starts ``ragsweep-log --serve`` once, beside the sweep. Each job writes its
+``record.json`` as always and hands its run directory over (:meth:`SweepLogger.submit`);
+the logger logs the records in order, exactly as a run logs itself, and answers with each
+run id or error. Before the sweep reads its children from the store (after each batch of a
+one-axis sweep, at its end) it waits for the logger (:meth:`SweepLogger.drain`), so what it
+reads is complete; a grid waits at its end. When the sweep ends, however it ends, the
+logger is told there is nothing more; it logs what it was given and exits. It ignores
+Ctrl-C (the terminal sends it to the whole process group), so runs already evaluated are
+still logged when the sweep is interrupted.
+
+A logger that dies is replaced by logging in the sweep's process: the records it had not
+answered, and every later one, are logged there. A record the logger could not log is
+reported with the ``ragsweep-log RUN_DIR`` command that logs it; its run directory holds
+the whole run. Launchers that run jobs in other processes (joblib, Ray, submitit) log in
+those processes, as before; so does every job with ``tracking.background=never``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, NoReturn
+
+from ragsweep.background_log import skip_waiting
+from ragsweep.config import TrackingConfig, from_mapping
+from ragsweep.tracking_store import reason, tracking_uri
+
+IN_PROCESS_LAUNCHERS = frozenset({"hydra._internal.core_plugins.basic_launcher.BasicLauncher"})
+"""Hydra launchers (``hydra.launcher._target_``) that run every job in the sweep's own
+process: only their jobs can hand their runs to the sweep's logger."""
+LOGGER_OUTPUT = "sweep-logger.txt"
+"""In the sweep directory: what the sweep's logger printed (one line per run)."""
+RUN_DIR = "run_dir"
+WARM_UP = "warm_up"
+"""The two requests a sweep sends its logger, one JSON object per line: ``{"warm_up":
+tracking settings}`` first, then ``{"run_dir": path}`` per run."""
+PROGRESS_SECONDS = 5.0
+"""How often a sweep waiting for its logger says that it still waits."""
+_COMMAND = (
+    sys.executable,
+    *(("-P",) if sys.version_info >= (3, 11) else ()),  # the sweep's folder is not on its path
+    "-m",
+    "ragsweep.log_cli",
+)
+
+
+@dataclass(frozen=True)
+class Logged:
+    """What became of one handed-over run: its MLflow ``run_id``, or ``error`` (the
+    reason it was not logged; its run directory holds the whole run)."""
+
+    run_dir: Path
+    run_id: str | None = None
+    error: str | None = None
+
+    def describe(self) -> str:
+        """The line a user reads about a run that was not logged."""
+        return (
+            f"error: run directory {self.run_dir} was not logged to MLflow: {self.error}. "
+            f"It holds the whole run; log it with: ragsweep-log {self.run_dir}"
+        )
+
+
+class SweepLogger:
+    """A running ``ragsweep-log --serve`` process and the runs handed to it.
+
+    A thread reads the logger's answers as they come, so the logger never waits on a full
+    pipe while the sweep computes; :meth:`drain` waits for the answers to every run handed
+    over so far.
+    """
+
+    def __init__(self, process: subprocess.Popen[str], answers: IO[str], output: Path) -> None:
+        self.process = process
+        self.output = output
+        self.pid = os.getpid()
+        self._done = threading.Condition()
+        self._pending: list[Path] = []
+        self._answers: dict[Path, Logged] = {}
+        self._ended = False
+        self._reader = threading.Thread(target=self._read, args=(answers,), daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def start(cls, output: Path, tracking: TrackingConfig) -> SweepLogger:
+        """Start the logger process, its output in ``output``, and have it open
+        ``tracking``'s store (:func:`ragsweep.tracking.warm_up`); return at once. The
+        settings go through its standard input: a URI may hold a password."""
+        output.parent.mkdir(parents=True, exist_ok=True)
+        answers, answer_end = os.pipe()
+        try:
+            with output.open("w", encoding="utf-8") as printed:
+                process = subprocess.Popen(
+                    [*_COMMAND, f"--serve={answer_end}"],
+                    stdin=subprocess.PIPE,
+                    stdout=printed,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(answer_end,),
+                    text=True,
+                )
+        except OSError:
+            os.close(answers)
+            raise
+        finally:
+            os.close(answer_end)
+        logger = cls(process, os.fdopen(answers, "r", encoding="utf-8"), output)
+        logger._send({WARM_UP: dataclasses.asdict(tracking)})
+        return logger
+
+    def _send(self, request: dict[str, Any]) -> bool:
+        """Write one request line to the logger; False when it is gone."""
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except (OSError, ValueError):  # the logger died: its answers end too
+            return False
+        return True
+
+    # -- the sweep's side ------------------------------------------------------------------
+
+    def submit(self, run_dir: Path) -> None:
+        """Hand over ``run_dir`` (its ``record.json`` written) to be logged; return at once.
+        With the logger gone, log it here."""
+        run_dir = run_dir.resolve()
+        with self._done:
+            self._pending.append(run_dir)
+            alive = not self._ended
+        if not (alive and self._send({RUN_DIR: str(run_dir)})):
+            self._wait_for_reader()
+
+    def drain(self, stream: IO[str] | None = None) -> list[Logged]:
+        """Wait until every run handed over so far is logged, saying so on ``stream``
+        (stderr) every few seconds; runs the logger did not answer (it died) are logged in
+        this process. Returns what became of each, in the order they were handed over, and
+        forgets them."""
+        out = stream or sys.stderr
+        started = time.monotonic()
+        said = started
+        with self._done:
+            while not self._ended and any(p not in self._answers for p in self._pending):
+                self._done.wait(timeout=1.0)
+                if time.monotonic() - said >= PROGRESS_SECONDS:
+                    waiting = sum(p not in self._answers for p in self._pending)
+                    print(
+                        f"waiting for the sweep's MLflow logger: {waiting} run(s) still "
+                        f"being logged (its output: {self.output})",
+                        file=out,
+                        flush=True,
+                    )
+                    said = time.monotonic()
+            pending, self._pending = self._pending, []
+            answers = [self._answers.pop(p, None) for p in pending]
+        return [a if a is not None else _log_here(p) for p, a in zip(pending, answers, strict=True)]
+
+    def close(self, stream: IO[str] | None = None) -> list[Logged]:
+        """Tell the logger there is nothing more, wait for its last answers and for it to
+        exit; return what became of the runs not drained yet."""
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        except OSError:  # already gone
+            pass
+        outcome = self.drain(stream)
+        self.process.wait()
+        self._reader.join()
+        return outcome
+
+    # -- the reader thread -----------------------------------------------------------------
+
+    def _read(self, answers: IO[str]) -> None:
+        with answers:
+            for line in answers:
+                answer = _answer(line)
+                if answer is None:
+                    continue
+                with self._done:
+                    self._answers[answer.run_dir] = answer
+                    self._done.notify_all()
+        with self._done:
+            self._ended = True
+            self._done.notify_all()
+
+    def _wait_for_reader(self) -> None:
+        """The logger's stdin failed: wait until its answers have ended too, so the runs it
+        did not answer are known (:meth:`drain` logs them here)."""
+        self._reader.join()
+
+
+def _answer(line: str) -> Logged | None:
+    try:
+        data = json.loads(line)
+        return Logged(Path(data[RUN_DIR]), data.get("run_id"), data.get("error"))
+    except (ValueError, KeyError, TypeError):
+        return None  # not an answer: the logger's answers are one JSON object per line
+
+
+def _log_here(run_dir: Path) -> Logged:
+    """Log ``run_dir`` in this process: the logger died before it answered, perhaps while
+    it was logging it, so a complete run of its record already in the store is kept."""
+    return log_record(run_dir, unless_logged=True)
+
+
+def log_record(run_dir: Path, unless_logged: bool = False) -> Logged:
+    """Log the run directory ``run_dir`` (its ``record.json``) to the store it names;
+    ``unless_logged``: not when a complete run of the record is there already. Every
+    failure is returned, with its first line as the reason."""
+    from ragsweep.tracking import find_logged, load_record, log_run
+
+    try:
+        tracking, record = load_record(run_dir)
+        skip_waiting(tracking_uri(tracking))  # the sweep waited for them before it started
+        existing = find_logged(tracking, record) if unless_logged else None
+        return Logged(run_dir, existing or log_run(tracking, record, saved=True))
+    except Exception as exc:  # reported with the command that logs it later
+        return Logged(run_dir, error=reason(exc.__cause__ or exc))
+
+
+# -- the sweep's logger, for its jobs ------------------------------------------------------
+
+_ACTIVE: list[SweepLogger] = []
+"""The logger of the sweep running in this process, while it runs."""
+
+
+def active() -> SweepLogger | None:
+    """The logger a job in this process hands its run to, if its sweep started one (never
+    in a process forked from the sweep's: the logger's pipes belong to the sweep)."""
+    logger = _ACTIVE[-1] if _ACTIVE else None
+    return logger if logger is not None and logger.pid == os.getpid() else None
+
+
+def drain_active(stream: IO[str] | None = None) -> list[Logged]:
+    """Wait for the active logger (if any), report on ``stream`` (stderr) each run it could
+    not log, and return what became of every run handed over since the last drain."""
+    logger = active()
+    if logger is None:
+        return []
+    return _reported(logger.drain(stream), stream)
+
+
+def wants_logger(tracking: TrackingConfig, launcher_target: str) -> bool:
+    """Whether a sweep with ``tracking`` and Hydra launcher ``launcher_target`` starts a
+    logger: tracking is on, ``tracking.background`` is not ``never``, and its jobs run in
+    its own process."""
+    return (
+        tracking.enabled
+        and tracking.background != "never"
+        and launcher_target in IN_PROCESS_LAUNCHERS
+    )
+
+
+@contextmanager
+def logging_jobs(
+    tracking: TrackingConfig, hydra_cfg: Any, stream: IO[str] | None = None
+) -> Iterator[SweepLogger | None]:
+    """While the sweep of ``hydra_cfg`` (the ``hydra`` node of its config) runs, its jobs
+    hand their runs to one logger (when :func:`wants_logger`); at the end every run is
+    logged (or reported on ``stream``) before this returns."""
+    if not wants_logger(tracking, str(hydra_cfg.launcher.get("_target_", ""))):
+        yield None
+        return
+    logger = SweepLogger.start(Path(str(hydra_cfg.sweep.dir)) / LOGGER_OUTPUT, tracking)
+    _ACTIVE.append(logger)
+    try:
+        yield logger
+    finally:
+        _ACTIVE.remove(logger)
+        _reported(logger.close(stream), stream)
+
+
+def _reported(outcome: list[Logged], stream: IO[str] | None) -> list[Logged]:
+    for logged in outcome:
+        if logged.error is not None:
+            print(logged.describe(), file=stream or sys.stderr, flush=True)
+    return outcome
+
+
+# -- the logger process --------------------------------------------------------------------
+
+
+def serve(requests: IO[str], answer_fd: int) -> NoReturn:
+    """The logger process (``ragsweep-log --serve=FD``): warm up, then log each run
+    directory read from ``requests`` (:data:`RUN_DIR`, :data:`WARM_UP`) and answer on
+    ``answer_fd``, until ``requests`` ends; then exit (status 0)."""
+    from ragsweep.tracking import warm_up
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the sweep's Ctrl-C: finish what was given
+    answers: IO[str] | None = os.fdopen(answer_fd, "w", encoding="utf-8")
+    for line in requests:
+        request = json.loads(line) if line.strip() else {}
+        if WARM_UP in request:
+            warm_up(from_mapping(TrackingConfig, request[WARM_UP], "tracking"))
+        if RUN_DIR not in request:
+            continue
+        logged = log_record(Path(request[RUN_DIR]))
+        print(
+            logged.describe()
+            if logged.error
+            else f"{logged.run_dir}: logged as run {logged.run_id}",
+            flush=True,
+        )
+        answers = _answered(answers, logged)
+    if answers is not None:
+        answers.close()
+    sys.stdout.flush()
+    os._exit(0)  # every run is committed and answered: skip tearing down MLflow's modules
+
+
+def _answered(answers: IO[str] | None, logged: Logged) -> IO[str] | None:
+    """Send ``logged`` to the sweep; None from then on when the sweep is gone (the logger
+    still logs what it was given)."""
+    if answers is None:
+        return None
+    answer = {RUN_DIR: str(logged.run_dir), "run_id": logged.run_id, "error": logged.error}
+    try:
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+    except (BrokenPipeError, ValueError):
+        return None
+    return answers
