@@ -24,6 +24,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from tests.custom_retriever import TfidfRetriever
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,12 +99,6 @@ def check_sweep(out: subprocess.CompletedProcess[str], tmp_path: Path) -> None:
     others = [t for t in axis["trials"] if t["status"] == "new" and t["value"] != axis["chosen"]]
     assert len(others) == 2
     assert all(0 < t["vs_chosen"]["p_value"] <= 1 and t["vs_chosen"]["n"] == 3 for t in others)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass(frozen=True)

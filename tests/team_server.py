@@ -18,7 +18,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,18 +27,13 @@ from types import TracebackType
 
 import requests
 
+from tests.ports import free_port
+
 DEBIAN_BINARIES = "/usr/lib/postgresql/*/bin"
 INSTALL_SECONDS = 900
 START_SECONDS = 300.0
 """``mlflow server`` imports MLflow in each worker: about 70 s on a busy 2-core machine."""
 SYSTEM_USER = "postgres"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _version(initdb: Path) -> tuple[int, ...]:

@@ -30,9 +30,12 @@ BIN = Path(sys.executable).parent
 ENV = {**os.environ, "MLFLOW_TRACKING_URI": ""}
 
 
-def at_terminal(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def at_terminal(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``ragsweep ARGS`` (through :data:`NO_MLFLOW`, which reports the MLflow modules it
-    imported) with its stdout on a pseudo-terminal, as a user runs it; stderr captured."""
+    imported) with its stdout on a pseudo-terminal, as a user runs it; stderr captured;
+    ``env``: its environment (:data:`ENV`)."""
     controller, terminal = pty.openpty()
     shown: list[bytes] = []
 
@@ -52,7 +55,7 @@ def at_terminal(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
             stdout=terminal,
             stderr=subprocess.PIPE,
             text=True,
-            env=ENV,
+            env=env or ENV,
             timeout=300,
         )
     finally:
@@ -128,6 +131,23 @@ def test_a_run_at_a_terminal_exits_before_mlflow_and_its_run_lands_completely(
     assert piped.returncode == 0 and "background" not in piped.stderr
     record = json.loads((_newest_run_dir(store) / "record.json").read_text(encoding="utf-8"))
     assert len(_logged(store, record["record_id"])) == 1
+
+
+def test_inside_a_scheduler_s_job_a_run_at_a_terminal_logs_in_its_own_process(
+    tmp_path: Path, mini_project: Path, store: Path
+) -> None:
+    # srun --pty ends every process of the step when the run exits: a detached logger
+    # would die with it, so the run logs itself
+    slurm = {**ENV, "SLURM_JOB_ID": "4242"}
+    out = at_terminal(tmp_path, f"paths.output_dir={store}", *project(mini_project), env=slurm)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "being logged in the background" not in out.stderr
+    assert "mlflow modules: []" not in out.stderr
+    run_dir = _newest_run_dir(store)
+    record = json.loads((run_dir / "record.json").read_text(encoding="utf-8"))
+    (logged,) = _logged(store, record["record_id"])  # there when the run has exited
+    assert logged.data.tags[tag.LOGGED] == "complete"
+    assert not (run_dir / LOG_FILE).exists()
 
 
 def test_readers_wait_for_a_background_log_still_running(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from ragsweep.judge import SelfPreferenceWarning
 from ragsweep.judge.agreement_cli import main as agreement_main
 from ragsweep.pipeline import RunResult, run_evaluation
 from ragsweep.run_config import resolve
+from tests.ports import free_port
 
 pytestmark = pytest.mark.llm
 
@@ -67,12 +67,6 @@ class LlamaServer:
 
     base_url: str
     model: Path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:

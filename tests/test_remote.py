@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 import numpy as np
 import pytest
 
@@ -16,6 +14,7 @@ from ragsweep.remote.http import ServerUnreachable
 from ragsweep.remote.ollama import OllamaEncoder
 from ragsweep.remote.openai_compat import OpenAICompatEncoder
 from tests.fake_ollama import DIMENSION, FakeModelServer, fake_embedding
+from tests.ports import free_port
 
 FAST = {"retries": 1, "backoff": 0.01, "timeout": 10.0}
 
@@ -103,10 +102,7 @@ def test_4xx_is_not_retried(model_server: FakeModelServer) -> None:
 
 
 def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"  # nothing listens there any more
+    return f"http://127.0.0.1:{free_port()}"  # nothing listens there any more
 
 
 def test_missing_server_says_what_to_start() -> None:

@@ -54,7 +54,17 @@ PROGRESS_SECONDS = 5.0
 """How often a reader waiting for background logs says that it still waits."""
 
 
+OUTLIVED_BY_NOTHING_ENV = ("SLURM_JOB_ID",)
+"""Environment variables of schedulers that end every process of a job step when its
+command exits (``srun --pty``): a detached logger there would die with the run."""
+
+
 def _at_terminal() -> bool:
+    """At a terminal, and the logger can outlive the run: not when this process or its
+    parent is PID 1 (``docker run -t IMAGE ragsweep``: the container ends with it) or runs
+    inside a scheduler's job (:data:`OUTLIVED_BY_NOTHING_ENV`)."""
+    if 1 in (os.getpid(), os.getppid()) or any(v in os.environ for v in OUTLIVED_BY_NOTHING_ENV):
+        return False
     return sys.stdout.isatty()
 
 
@@ -159,8 +169,18 @@ _LOGGER = (
     "ragsweep.log_cli",
 )
 """The background logger's command (``ragsweep-log`` of this interpreter)."""
-_HELD_OPEN: list[int] = []
-"""Write ends of the pipes background loggers wait on (:func:`wait_for_run_exit`)."""
+_STARTED: list[tuple[subprocess.Popen[bytes], int]] = []
+"""The background loggers this process started, each with the write end of the pipe it
+waits on (:func:`wait_for_run_exit`; closed by the kernel when this process ends, or once
+the logger has exited, so a long-lived caller keeps neither zombies nor descriptors)."""
+
+
+def _reap_ended() -> None:
+    for started in list(_STARTED):
+        process, held_open = started
+        if process.poll() is not None:
+            os.close(held_open)
+            _STARTED.remove(started)
 
 
 def start(uri: str, record_id: str, run_dir: Path) -> BackgroundLog:
@@ -172,31 +192,41 @@ def start(uri: str, record_id: str, run_dir: Path) -> BackgroundLog:
     marker = folder / f"{record_id}{MARKER_SUFFIX}"
     log_file = run_dir / LOG_FILE
     written = folder / f".{record_id}.tmp"  # locked and filled before readers can see it
+    _reap_ended()
     until_exit, held_open = os.pipe()  # the logger reads EOF once this process has ended
-    with written.open("w", encoding="utf-8") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # inherited by the logger, held until it exits
-        json.dump({"run_dir": str(run_dir.resolve()), "log": str(log_file.resolve())}, handle)
-        handle.flush()
-        written.replace(marker)  # the lock belongs to the file, not to its name
-        try:
+    try:
+        with written.open("w", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # inherited by the logger, held until it exits
+            content = {"run_dir": str(run_dir.resolve()), "log": str(log_file.resolve())}
+            json.dump(content, handle)
+            handle.flush()
+            written.replace(marker)  # the lock belongs to the file, not to its name
             with log_file.open("w", encoding="utf-8") as output:
-                subprocess.Popen(
-                    [*_LOGGER, f"--background={marker}", f"--after={until_exit}", str(run_dir)],
+                process = subprocess.Popen(
+                    [
+                        *_LOGGER,
+                        f"--background={marker}",
+                        f"--after={until_exit}",
+                        f"--lock-fd={handle.fileno()}",
+                        str(run_dir),
+                    ],
                     stdin=subprocess.DEVNULL,
                     stdout=output,
                     stderr=subprocess.STDOUT,
                     pass_fds=(handle.fileno(), until_exit),
                     start_new_session=True,  # not killed with the terminal's process group
                 )
-        except OSError as exc:
-            marker.unlink(missing_ok=True)
-            raise TrackingStoreError(
-                f"cannot start the background MLflow log of {run_dir}: {exc}; the run "
-                f"directory holds the whole run, log it with: ragsweep-log {run_dir}"
-            ) from None
-        finally:
-            os.close(until_exit)
-    _HELD_OPEN.append(held_open)  # closed by the kernel when this process ends
+    except OSError as exc:  # a full disk, a folder that went away, no process to start
+        written.unlink(missing_ok=True)
+        marker.unlink(missing_ok=True)
+        os.close(held_open)
+        raise TrackingStoreError(
+            f"cannot start the background MLflow log of {run_dir}: {exc}; the run "
+            f"directory holds the whole run, log it with: ragsweep-log {run_dir}"
+        ) from None
+    finally:
+        os.close(until_exit)
+    _STARTED.append((process, held_open))
     return BackgroundLog(run_dir, log_file, marker, uri)
 
 

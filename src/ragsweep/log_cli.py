@@ -74,10 +74,16 @@ def waited_directory(run_dir: Path, uri: str | None) -> str:
     return f"{run_dir}: logged as run {existing}"
 
 
-def log_in_background(marker: Path, run_dir: Path, after: int | None) -> int:
+def log_in_background(
+    marker: Path, run_dir: Path, after: int | None, lock_fd: int | None = None
+) -> int:
     """The detached logger a run starts (:func:`ragsweep.background_log.start`): once the
     run's process has ended (the pipe ``after``), log ``run_dir`` without waiting for other
-    pending logs, then remove ``marker`` or record why it failed. Returns the exit status."""
+    pending logs, then remove ``marker`` or record why it failed. ``lock_fd``: the marker's
+    lock, held until this process exits and passed on to no process it starts. Returns
+    the exit status."""
+    if lock_fd is not None:
+        os.set_inheritable(lock_fd, False)
     os.nice(BACKGROUND_NICENESS)  # the user's next command comes first
     if after is not None:
         background_log.wait_for_run_exit(after)
@@ -111,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--background", type=Path, help=argparse.SUPPRESS)  # marker file
     parser.add_argument("--after", type=int, help=argparse.SUPPRESS)  # pipe: the run's end
+    parser.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # the marker's lock
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # a sweep's logger
     args = parser.parse_args(argv)
     if args.serve is not None:
@@ -118,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args.run_dirs:
         parser.error("at least one RUN_DIR is required")
     if args.background is not None:
-        sys.exit(log_in_background(args.background, args.run_dirs[0], args.after))
+        sys.exit(log_in_background(args.background, args.run_dirs[0], args.after, args.lock_fd))
     handle = waited_directory if args.wait else log_directory
     status = 0
     for run_dir in args.run_dirs:

@@ -37,7 +37,6 @@ import re
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -49,6 +48,7 @@ from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
+from tests.ports import free_port
 
 from ragsweep import tags as tag
 
@@ -188,12 +188,6 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
     return Sweep(uri, root / "outputs", str(experiment.experiment_id), parent, children)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Ui:
     """``ragsweep ui`` running over the sweep's store: the URL it printed, its base."""
@@ -240,7 +234,7 @@ def _stop(process: subprocess.Popen[str]) -> None:
 def ui(sweep: Sweep, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:
     """``ragsweep ui --port P`` over the sweep's store (what ``make ui`` runs), stopped at
     the end."""
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("ui-log") / "mlflow-ui.log"
     with log.open("w") as stderr:
         process = subprocess.Popen(

@@ -24,6 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tests.ports import free_port
+
 SERVER_SCRIPT = """
 import os, sys
 os.environ["_MLFLOW_SERVER_FILE_STORE"] = sys.argv[1]
@@ -40,9 +42,7 @@ START_SECONDS = 120.0
 
 def closed_port() -> int:
     """A port on 127.0.0.1 that was free a moment ago and has no listener now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 class SilentServer:

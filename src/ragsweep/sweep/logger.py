@@ -46,10 +46,14 @@ IN_PROCESS_LAUNCHERS = frozenset({"hydra._internal.core_plugins.basic_launcher.B
 process: only their jobs can hand their runs to the sweep's logger."""
 LOGGER_OUTPUT = "sweep-logger.txt"
 """In the sweep directory: what the sweep's logger printed (one line per run)."""
+KEY = "key"
 RUN_DIR = "run_dir"
+TAGS = "tags"
 WARM_UP = "warm_up"
-"""The two requests a sweep sends its logger, one JSON object per line: ``{"warm_up":
-tracking settings}`` first, then ``{"run_dir": path}`` per run."""
+"""A sweep's requests to its logger, one JSON object per line: ``{"warm_up": tracking
+settings}`` first, then ``{"key": K, "run_dir": path}`` per run to log and ``{"key": K,
+"tags": {"run_id": id, "tags": {name: value}}}`` per run whose tags to set. Each answer is
+``{"key": K, "run_id": id, "error": reason or null}``."""
 PROGRESS_SECONDS = 5.0
 """How often a sweep waiting for its logger says that it still waits."""
 _COMMAND = (
@@ -62,15 +66,21 @@ _COMMAND = (
 
 @dataclass(frozen=True)
 class Logged:
-    """What became of one handed-over run: its MLflow ``run_id``, or ``error`` (the
-    reason it was not logged; its run directory holds the whole run)."""
+    """What became of one request: the run of ``run_dir`` logged as ``run_id``, or (no
+    ``run_dir``) the tags of run ``run_id`` set; ``error``: why not (a run directory holds
+    the whole run)."""
 
-    run_dir: Path
+    run_dir: Path | None
     run_id: str | None = None
     error: str | None = None
 
     def describe(self) -> str:
-        """The line a user reads about a run that was not logged."""
+        """The line a user reads about a request that failed."""
+        if self.run_dir is None:
+            return (
+                f"error: the sweep could not update the description of run {self.run_id} "
+                f"in MLflow: {self.error}"
+            )
         return (
             f"error: run directory {self.run_dir} was not logged to MLflow: {self.error}. "
             f"It holds the whole run; log it with: ragsweep-log {self.run_dir}"
@@ -78,21 +88,29 @@ class Logged:
 
 
 class SweepLogger:
-    """A running ``ragsweep-log --serve`` process and the runs handed to it.
+    """A running ``ragsweep-log --serve`` process and the requests handed to it.
 
     A thread reads the logger's answers as they come, so the logger never waits on a full
-    pipe while the sweep computes; :meth:`drain` waits for the answers to every run handed
-    over so far.
+    pipe while the sweep computes; :meth:`drain` waits for the answers to every request so
+    far. ``tracking``: the sweep's store settings (tags are set there).
     """
 
-    def __init__(self, process: subprocess.Popen[str], answers: IO[str], output: Path) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen[str],
+        answers: IO[str],
+        output: Path,
+        tracking: TrackingConfig,
+    ) -> None:
         self.process = process
         self.output = output
+        self.tracking = tracking
         self.pid = os.getpid()
         self._done = threading.Condition()
-        self._pending: list[Path] = []
-        self._answers: dict[Path, Logged] = {}
+        self._pending: list[dict[str, Any]] = []
+        self._answers: dict[str, Logged] = {}
         self._ended = False
+        self._sent = 0
         self._reader = threading.Thread(target=self._read, args=(answers,), daemon=True)
         self._reader.start()
 
@@ -118,9 +136,66 @@ class SweepLogger:
             raise
         finally:
             os.close(answer_end)
-        logger = cls(process, os.fdopen(answers, "r", encoding="utf-8"), output)
+        logger = cls(process, os.fdopen(answers, "r", encoding="utf-8"), output, tracking)
         logger._send({WARM_UP: dataclasses.asdict(tracking)})
         return logger
+
+    # -- the sweep's side ------------------------------------------------------------------
+
+    def submit(self, run_dir: Path) -> None:
+        """Hand over ``run_dir`` (its ``record.json`` written) to be logged; return at once.
+        With the logger gone, it is logged here at the next :meth:`drain`."""
+        self._request({RUN_DIR: str(run_dir.resolve())})
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        """Have ``tags`` set on run ``run_id`` of the sweep's store; return at once."""
+        self._request({TAGS: {"run_id": run_id, "tags": tags}})
+
+    def drain(self, stream: IO[str] | None = None) -> list[Logged]:
+        """Wait until every request so far is done, saying so on ``stream`` (stderr) every
+        few seconds; those the logger did not answer (it died) are done in this process.
+        Returns what became of each, in the order they were made, and forgets them."""
+        out = stream or sys.stderr
+        said = time.monotonic()
+        with self._done:
+            while not self._ended and self._waiting():
+                self._done.wait(timeout=1.0)
+                if time.monotonic() - said >= PROGRESS_SECONDS:
+                    print(
+                        f"waiting for the sweep's MLflow logger: {self._waiting()} run(s) "
+                        f"still being logged (its output: {self.output})",
+                        file=out,
+                        flush=True,
+                    )
+                    said = time.monotonic()
+            pending, self._pending = self._pending, []
+            answers = [self._answers.pop(r[KEY], None) for r in pending]
+        return [
+            a if a is not None else _done_here(r, self.tracking)
+            for r, a in zip(pending, answers, strict=True)
+        ]
+
+    def close(self, stream: IO[str] | None = None) -> list[Logged]:
+        """Tell the logger there is nothing more, wait for its last answers and for it to
+        exit; return what became of the requests not drained yet."""
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        except OSError:  # already gone
+            pass
+        outcome = self.drain(stream)
+        self.process.wait()
+        self._reader.join()
+        return outcome
+
+    def _request(self, request: dict[str, Any]) -> None:
+        with self._done:
+            self._sent += 1
+            request = {KEY: str(self._sent), **request}
+            self._pending.append(request)
+            alive = not self._ended
+        if not (alive and self._send(request)):
+            self._reader.join()  # its answers end too: drain knows what it did not answer
 
     def _send(self, request: dict[str, Any]) -> bool:
         """Write one request line to the logger; False when it is gone."""
@@ -132,54 +207,8 @@ class SweepLogger:
             return False
         return True
 
-    # -- the sweep's side ------------------------------------------------------------------
-
-    def submit(self, run_dir: Path) -> None:
-        """Hand over ``run_dir`` (its ``record.json`` written) to be logged; return at once.
-        With the logger gone, log it here."""
-        run_dir = run_dir.resolve()
-        with self._done:
-            self._pending.append(run_dir)
-            alive = not self._ended
-        if not (alive and self._send({RUN_DIR: str(run_dir)})):
-            self._wait_for_reader()
-
-    def drain(self, stream: IO[str] | None = None) -> list[Logged]:
-        """Wait until every run handed over so far is logged, saying so on ``stream``
-        (stderr) every few seconds; runs the logger did not answer (it died) are logged in
-        this process. Returns what became of each, in the order they were handed over, and
-        forgets them."""
-        out = stream or sys.stderr
-        started = time.monotonic()
-        said = started
-        with self._done:
-            while not self._ended and any(p not in self._answers for p in self._pending):
-                self._done.wait(timeout=1.0)
-                if time.monotonic() - said >= PROGRESS_SECONDS:
-                    waiting = sum(p not in self._answers for p in self._pending)
-                    print(
-                        f"waiting for the sweep's MLflow logger: {waiting} run(s) still "
-                        f"being logged (its output: {self.output})",
-                        file=out,
-                        flush=True,
-                    )
-                    said = time.monotonic()
-            pending, self._pending = self._pending, []
-            answers = [self._answers.pop(p, None) for p in pending]
-        return [a if a is not None else _log_here(p) for p, a in zip(pending, answers, strict=True)]
-
-    def close(self, stream: IO[str] | None = None) -> list[Logged]:
-        """Tell the logger there is nothing more, wait for its last answers and for it to
-        exit; return what became of the runs not drained yet."""
-        try:
-            if self.process.stdin is not None:
-                self.process.stdin.close()
-        except OSError:  # already gone
-            pass
-        outcome = self.drain(stream)
-        self.process.wait()
-        self._reader.join()
-        return outcome
+    def _waiting(self) -> int:
+        return sum(r[KEY] not in self._answers for r in self._pending)
 
     # -- the reader thread -----------------------------------------------------------------
 
@@ -190,30 +219,29 @@ class SweepLogger:
                 if answer is None:
                     continue
                 with self._done:
-                    self._answers[answer.run_dir] = answer
+                    self._answers[answer[0]] = answer[1]
                     self._done.notify_all()
         with self._done:
             self._ended = True
             self._done.notify_all()
 
-    def _wait_for_reader(self) -> None:
-        """The logger's stdin failed: wait until its answers have ended too, so the runs it
-        did not answer are known (:meth:`drain` logs them here)."""
-        self._reader.join()
 
-
-def _answer(line: str) -> Logged | None:
+def _answer(line: str) -> tuple[str, Logged] | None:
     try:
         data = json.loads(line)
-        return Logged(Path(data[RUN_DIR]), data.get("run_id"), data.get("error"))
+        run_dir = data.get(RUN_DIR)
+        logged = Logged(Path(run_dir) if run_dir else None, data["run_id"], data["error"])
+        return str(data[KEY]), logged
     except (ValueError, KeyError, TypeError):
         return None  # not an answer: the logger's answers are one JSON object per line
 
 
-def _log_here(run_dir: Path) -> Logged:
-    """Log ``run_dir`` in this process: the logger died before it answered, perhaps while
-    it was logging it, so a complete run of its record already in the store is kept."""
-    return log_record(run_dir, unless_logged=True)
+def _done_here(request: dict[str, Any], tracking: TrackingConfig) -> Logged:
+    """Do ``request`` in this process: the logger died before it answered, perhaps while
+    it was logging the run, so a complete run of its record already in the store is kept."""
+    if RUN_DIR in request:
+        return log_record(Path(request[RUN_DIR]), unless_logged=True)
+    return tags_set(tracking, request[TAGS])
 
 
 def log_record(run_dir: Path, unless_logged: bool = False) -> Logged:
@@ -229,6 +257,22 @@ def log_record(run_dir: Path, unless_logged: bool = False) -> Logged:
         return Logged(run_dir, existing or log_run(tracking, record, saved=True))
     except Exception as exc:  # reported with the command that logs it later
         return Logged(run_dir, error=reason(exc.__cause__ or exc))
+
+
+def tags_set(tracking: TrackingConfig, request: dict[str, Any]) -> Logged:
+    """Set the tags of a :data:`TAGS` request (``run_id``, ``tags``) in ``tracking``'s
+    store; every failure is returned."""
+    from mlflow.entities import RunTag
+
+    from ragsweep.tracking import client_for
+
+    run_id = str(request["run_id"])
+    try:
+        tags = [RunTag(str(k), str(v)) for k, v in request["tags"].items()]
+        client_for(tracking).log_batch(run_id, tags=tags)
+    except Exception as exc:
+        return Logged(None, run_id, reason(exc))
+    return Logged(None, run_id)
 
 
 # -- the sweep's logger, for its jobs ------------------------------------------------------
@@ -294,39 +338,43 @@ def _reported(outcome: list[Logged], stream: IO[str] | None) -> list[Logged]:
 
 
 def serve(requests: IO[str], answer_fd: int) -> NoReturn:
-    """The logger process (``ragsweep-log --serve=FD``): warm up, then log each run
-    directory read from ``requests`` (:data:`RUN_DIR`, :data:`WARM_UP`) and answer on
-    ``answer_fd``, until ``requests`` ends; then exit (status 0)."""
+    """The logger process (``ragsweep-log --serve=FD``): warm up, then do each request read
+    from ``requests`` (:data:`WARM_UP`) and answer on ``answer_fd``, until ``requests``
+    ends; then exit (status 0)."""
     from ragsweep.tracking import warm_up
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the sweep's Ctrl-C: finish what was given
     answers: IO[str] | None = os.fdopen(answer_fd, "w", encoding="utf-8")
+    tracking = TrackingConfig()
     for line in requests:
         request = json.loads(line) if line.strip() else {}
         if WARM_UP in request:
-            warm_up(from_mapping(TrackingConfig, request[WARM_UP], "tracking"))
-        if RUN_DIR not in request:
+            tracking = from_mapping(TrackingConfig, request[WARM_UP], "tracking")
+            warm_up(tracking)
+        if KEY not in request:
             continue
-        logged = log_record(Path(request[RUN_DIR]))
-        print(
-            logged.describe()
-            if logged.error
-            else f"{logged.run_dir}: logged as run {logged.run_id}",
-            flush=True,
-        )
-        answers = _answered(answers, logged)
+        if RUN_DIR in request:
+            logged = log_record(Path(request[RUN_DIR]))
+        else:
+            logged = tags_set(tracking, request[TAGS])
+        if logged.error:
+            print(logged.describe(), flush=True)
+        elif logged.run_dir is not None:
+            print(f"{logged.run_dir}: logged as run {logged.run_id}", flush=True)
+        answers = _answered(answers, request[KEY], logged)
     if answers is not None:
         answers.close()
     sys.stdout.flush()
     os._exit(0)  # every run is committed and answered: skip tearing down MLflow's modules
 
 
-def _answered(answers: IO[str] | None, logged: Logged) -> IO[str] | None:
-    """Send ``logged`` to the sweep; None from then on when the sweep is gone (the logger
-    still logs what it was given)."""
+def _answered(answers: IO[str] | None, key: str, logged: Logged) -> IO[str] | None:
+    """Send ``logged`` to the sweep as the answer to request ``key``; None from then on
+    when the sweep is gone (the logger still does what it was given)."""
     if answers is None:
         return None
-    answer = {RUN_DIR: str(logged.run_dir), "run_id": logged.run_id, "error": logged.error}
+    run_dir = None if logged.run_dir is None else str(logged.run_dir)
+    answer = {KEY: key, RUN_DIR: run_dir, "run_id": logged.run_id, "error": logged.error}
     try:
         answers.write(json.dumps(answer) + "\n")
         answers.flush()

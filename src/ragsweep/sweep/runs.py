@@ -20,6 +20,7 @@ from ragsweep.config import TrackingConfig
 from ragsweep.errors import RagsweepError
 from ragsweep.hashing import sha256_json
 from ragsweep.run_names import sweep_parent_name
+from ragsweep.sweep.logger import active as active_sweep_logger
 from ragsweep.sweep.notes import child_note, parent_note, was_chosen
 from ragsweep.sweep.result import STATUSES, AxisResult, SweepResult
 from ragsweep.sweep.spec import SweepSpec
@@ -351,8 +352,9 @@ class SweepRuns:
     ) -> None:
         """Once the last of ``axes`` is decided: rewrite the description of each of its
         runs (:func:`ragsweep.sweep.notes.child_note`, every decided axis it took part in)
-        and tag whether its value was chosen. ``config_lines``: run id → its config
-        summary line."""
+        and tag whether its value was chosen; through the sweep's logger when there is one
+        (:mod:`ragsweep.sweep.logger`). ``config_lines``: run id → its config summary
+        line."""
         from mlflow.entities import RunTag
 
         for run_id in dict.fromkeys(t.run_id for t in axes[-1].trials if t.run_id):
@@ -365,10 +367,12 @@ class SweepRuns:
                 config_lines.get(run_id, ""),
             )
             chosen = "true" if was_chosen(axes, run_id) else "false"
-            self.client.log_batch(
-                run_id,
-                tags=[RunTag(tag.NOTE, note[:MAX_TAG_VALUE]), RunTag(tag.CHOSEN, chosen)],
-            )
+            tags = {tag.NOTE: note[:MAX_TAG_VALUE], tag.CHOSEN: chosen}
+            logger = active_sweep_logger()
+            if logger is not None:  # set while the next axis computes
+                logger.set_tags(run_id, tags)
+                continue
+            self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
 
     def finish(self, result: SweepResult, files: Sequence[Path], status: str) -> None:
         """Log the end-of-sweep files on the parent, describe it and close it with
