@@ -325,6 +325,7 @@ def evaluate_cases(
         depth,
         lambda index: retrieve(queries(), index, preprocessor.identity, depth),
         cache,
+        built.chunks,
     )
     index_metrics = {}  # e.g. ann: recall against exact search (it opens the index)
     if getattr(built.backend, "measures_rankings", False):
