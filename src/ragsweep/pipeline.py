@@ -365,7 +365,8 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
     cfg = resolved.cfg
     timer = Timer()
     judge = prepare_judge(cfg.judge)  # None: judge=off; checks the server before any work
-    cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
+    cache_dir = Path(cfg.cache.dir) if cfg.cache.enabled else None
+    cache = StageCache(cache_dir, trust_fingerprints=cfg.cache.trust_mtime)
     with timer.stage("load_seconds"):
         corpus = open_corpus(cfg.corpus, cache, cfg.cache.trust_mtime)
         golden = load_golden(cfg.golden, corpus)
