@@ -3,13 +3,14 @@
 An entry is a directory ``<cache_dir>/<stage>/<key[:2]>/<key>/`` holding data files and a
 ``meta.json`` with each file's sha256. Entries are written into a temporary directory and
 renamed into place, so a reader sees a whole entry or none; every file is verified against
-its checksum on read, and a corrupt or malformed entry is reported, removed and recomputed,
-never served. Builders of the same key in parallel processes serialize on a lock file: one
-computes, the others wait and then read its entry; a builder the lock did not exclude (a
-file system whose locks do not reach across hosts) loses the rename and uses the stored
-entry (docs/caching.md, "Sharing a cache between workers"). A store that refuses writes (read-only)
-is still used for reading; a full disk is a CacheError naming ``cache.dir`` and what to do
-(docs/caching.md, "What happens when...").
+its checksum on read (once per version of the file when fingerprints are trusted:
+:func:`verify_entry_once`), and a corrupt or malformed entry is reported, removed and
+recomputed, never served. Builders of the same key in parallel processes serialize on a
+lock file: one computes, the others wait and then read its entry; a builder the lock did
+not exclude (a file system whose locks do not reach across hosts) loses the rename and
+uses the stored entry (docs/caching.md, "Sharing a cache between workers"). A store that
+refuses writes (read-only) is still used for reading; a full disk is a CacheError naming
+``cache.dir`` and what to do (docs/caching.md, "What happens when...").
 
 Dense vectors are content-addressed per text in :class:`EmbeddingStore`: one store per
 model identity, shards of (text sha256 → row) written as ``.npy`` (memory-mappable, no
