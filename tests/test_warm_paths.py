@@ -26,7 +26,14 @@ from ragsweep.chunk_table import ChunkTable, take_rows
 from ragsweep.chunking import Chunk, chunk_corpus
 from ragsweep.config import ChunkingConfig, CorpusConfig
 from ragsweep.corpus import load_corpus
-from ragsweep.corpus_index import JsonlDocuments, open_corpus
+from ragsweep.corpus_index import (
+    IDS_FILE,
+    JSON_IDS_FILE,
+    JsonlDocuments,
+    open_corpus,
+    read_ids,
+    write_ids,
+)
 from ragsweep.errors import CorpusError
 from ragsweep.index import scope_masker, scope_masker_from_codes
 from ragsweep.pipeline import RunResult, StageOutcome, run_evaluation, run_stages
@@ -89,6 +96,38 @@ def test_an_unchanged_jsonl_corpus_is_read_lazily_and_equals_reading_it(
     assert list(lazy) == list(eager.documents)  # iterating reads the file whole
     copied = pickle.loads(pickle.dumps(again))  # after reads: the open file is not sent
     assert copied.get("c") == eager.get("c") and copied.content_hash() == eager.content_hash()
+
+
+def test_document_ids_are_stored_one_a_line_or_as_json_and_both_read_back(
+    tmp_path: Path,
+) -> None:
+    plain = ["a", "b c", "日本", "x\u2028y", "z\ud800", "\r"]
+    write_ids(tmp_path, plain)
+    assert (tmp_path / IDS_FILE).is_file() and read_ids(tmp_path) == plain
+    (tmp_path / IDS_FILE).unlink()
+    with_line_feed = ["a", "b\nc"]
+    write_ids(tmp_path, with_line_feed)
+    assert (tmp_path / JSON_IDS_FILE).is_file() and not (tmp_path / IDS_FILE).exists()
+    assert read_ids(tmp_path) == with_line_feed
+
+
+def test_a_corpus_entry_with_ids_as_json_is_still_read(tmp_path: Path) -> None:
+    """Corpus entries written before the ids were one a line hold ``ids.json``."""
+    path = tmp_path / "corpus.jsonl"
+    write_docs(path, DOCS)
+    cfg = CorpusConfig(path=str(path))
+    open_corpus(cfg, StageCache(tmp_path / "cache"), trust_mtime=True)
+    (entry,) = [m.parent for m in (tmp_path / "cache" / "corpus").glob("*/*/meta.json")]
+    ids = read_ids(entry)
+    (entry / IDS_FILE).unlink()
+    (entry / JSON_IDS_FILE).write_text(json.dumps(ids), encoding="utf-8")
+    meta = json.loads((entry / META).read_text(encoding="utf-8"))
+    (entry / META).unlink()
+    seal_entry(entry, "corpus", meta["compute_seconds"], {"key": meta["key"]})
+    cache = StageCache(tmp_path / "cache")
+    again = open_corpus(cfg, cache, trust_mtime=True)
+    assert cache.stats.stage("corpus").hits == 1
+    assert again.ids == load_corpus(cfg).ids and again.get("c") == load_corpus(cfg).get("c")
 
 
 def test_a_rewritten_corpus_is_read_again_even_with_the_same_size_and_mtime(

@@ -13,7 +13,6 @@ chunk is cut.
 from __future__ import annotations
 
 import functools
-import gc
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -44,6 +43,7 @@ from ragsweep.evaluate import (
     score_cases,
     summarize,
 )
+from ragsweep.gcpause import gc_paused
 from ragsweep.golden import GoldenCase, GoldenSet, load_golden
 from ragsweep.hashing import sha256_json
 from ragsweep.index import (
@@ -92,24 +92,6 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)
     cache_metrics: dict[str, float] = field(default_factory=dict)
     cache_root: Path | None = None
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the block.
-
-    Scoring and writing a run's results builds a few hundred thousand small objects (one
-    tuple per case and rank, JSON rows); each batch of allocations triggers collections
-    that re-scan everything alive, which doubled the time of these steps. None of these
-    objects form reference cycles, so reference counting frees them anyway.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @dataclass

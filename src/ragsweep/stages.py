@@ -40,6 +40,7 @@ from ragsweep.config import OWN_STAGE, ChunkingConfig, RetrievalConfig, result_f
 from ragsweep.corpus import Corpus
 from ragsweep.encoding import ModelIdentity
 from ragsweep.errors import DriftError
+from ragsweep.gcpause import gc_paused
 from ragsweep.hashing import sha256_json, source_digest
 from ragsweep.index import Index, Query, Ranked
 from ragsweep.preprocess import Preprocessor
@@ -258,13 +259,14 @@ def read_retrieved_texts(path: Path, chunks: ChunkTable, indices: np.ndarray) ->
     again), never served with the wrong texts."""
     if not path.is_file():
         return
-    stored = json.loads(path.read_text(encoding="ascii"))
-    rows, texts = stored["rows"], stored["texts"]
-    if not isinstance(rows, list) or not isinstance(texts, list):
-        raise ValueError(f"{path.name} holds no rows and texts")
-    if rows != _held_rows(indices).tolist():
-        raise ValueError(f"{path.name} holds other chunk rows than the rankings")
-    chunks.add_texts(rows, texts)
+    with gc_paused():  # thousands of chunks, no cycles
+        stored = json.loads(path.read_text(encoding="ascii"))
+        rows, texts = stored["rows"], stored["texts"]
+        if not isinstance(rows, list) or not isinstance(texts, list):
+            raise ValueError(f"{path.name} holds no rows and texts")
+        if rows != _held_rows(indices).tolist():
+            raise ValueError(f"{path.name} holds other chunk rows than the rankings")
+        chunks.add_texts(rows, texts)
 
 
 def _check_query_preprocess(folder: Path, query_preprocess: Mapping[str, Any]) -> None:
