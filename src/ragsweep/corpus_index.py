@@ -43,7 +43,7 @@ from ragsweep.hashing import sha256_json, source_digest
 STAGE = "corpus"
 IDS_FILE = "ids.txt"
 """The document ids in corpus order, one a line (UTF-8, lone surrogates kept): splitting
-125,000 ids takes ~3 ms, parsing them as a JSON list ~19 ms (a warm run reads them every
+125,000 ids takes ~9 ms, parsing them as a JSON list ~19 ms (a warm run reads them every
 time). Ids holding a line feed are stored as :data:`JSON_IDS_FILE` instead."""
 JSON_IDS_FILE = "ids.json"
 """The document ids as a JSON list: entries written before :data:`IDS_FILE`, and corpora
