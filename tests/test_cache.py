@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,14 @@ import pytest
 
 from ragsweep.appconfig import plain_config
 from ragsweep.backends import BACKENDS
-from ragsweep.cache import EmbeddingStore, StageCache, verify_entry
+from ragsweep.cache import (
+    META,
+    VERIFIED,
+    EmbeddingStore,
+    StageCache,
+    stat_fingerprint,
+    verify_entry,
+)
 from ragsweep.cache_cli import main as cache_main
 from ragsweep.config import ChunkingConfig, CorpusConfig, PreprocessConfig
 from ragsweep.corpus import load_corpus
@@ -235,6 +244,61 @@ def test_corrupt_entries_are_detected_and_recomputed(compose_config, mini_projec
     for stage in ("chunks", "embeddings", "dense_index", "rankings"):
         for entry in _entries(root, stage):
             verify_entry(entry)  # everything left on disk is valid again
+
+
+def test_trusted_fingerprints_hash_an_entry_again_only_once_a_file_changed(
+    tmp_path: Path,
+) -> None:
+    """With ``trust_fingerprints`` (``cache.trust_mtime``) a hit hashes the entry's files
+    once, records their fingerprints, and hashes again only when one changed: a same-size
+    rewrite with its mtime set back is still found (ctime) and recomputed."""
+    builds: list[int] = []
+
+    def build(folder: Path) -> None:
+        builds.append(1)
+        (folder / "data.bin").write_bytes(bytes(range(256)) * 64)
+
+    def load(folder: Path) -> bytes:
+        return (folder / "data.bin").read_bytes()
+
+    cache = StageCache(tmp_path / "cache", trust_fingerprints=True)
+    first = cache.get_or_build("stage", "k" * 64, build, load)
+    entry = cache.entry_dir("stage", "k" * 64)
+    assert not (entry / VERIFIED).exists()  # just built: nothing read back from disk yet
+    assert cache.get_or_build("stage", "k" * 64, build, load) == first
+    recorded = json.loads((entry / VERIFIED).read_text(encoding="utf-8"))
+    assert recorded["files"] == {"data.bin": stat_fingerprint((entry / "data.bin").stat())}
+    assert cache.get_or_build("stage", "k" * 64, build, load) == first
+    assert len(builds) == 1 and cache.stats.stage("stage").hits == 2
+
+    path = entry / "data.bin"
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[100] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert cache.get_or_build("stage", "k" * 64, build, load) == first  # rebuilt, not served
+    assert len(builds) == 2 and cache.stats.stage("stage").corrupt == 1
+
+    # what is trusted is the record: a checksum no longer matching the file, under a
+    # record that says the entry was verified as it is, is served by a trusting cache
+    # only; ragsweep-cache verify and an untrusting cache hash the files and refuse it
+    cache.get_or_build("stage", "k" * 64, build, load)  # a hit: records the new files
+    meta = json.loads((entry / META).read_text(encoding="utf-8"))
+    meta["files"]["data.bin"] = "0" * 64
+    (entry / META).write_text(json.dumps(meta), encoding="utf-8")
+    forged = {
+        "meta": hashlib.sha256((entry / META).read_bytes()).hexdigest(),
+        "files": {"data.bin": stat_fingerprint(path.stat())},
+    }
+    (entry / VERIFIED).write_text(json.dumps(forged), encoding="utf-8")
+    trusting = StageCache(tmp_path / "cache", trust_fingerprints=True)
+    assert trusting.get_or_build("stage", "k" * 64, build, load) == first
+    assert trusting.stats.stage("stage").hits == 1 and len(builds) == 2
+    hashing = StageCache(tmp_path / "cache")
+    assert hashing.get_or_build("stage", "k" * 64, build, load) == first
+    assert hashing.stats.stage("stage").corrupt == 1 and len(builds) == 3
 
 
 # --- concurrency ------------------------------------------------------------------------

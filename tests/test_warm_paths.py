@@ -8,7 +8,9 @@ import json
 import os
 import pickle
 import random
+import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,16 +21,24 @@ import pytest
 from ragsweep.appconfig import plain_config
 from ragsweep.artifacts import _JSON_LINE as JSON_LINE
 from ragsweep.artifacts import chunk_line, chunk_row
-from ragsweep.cache import StageCache
+from ragsweep.cache import META, StageCache, seal_entry
 from ragsweep.chunk_table import ChunkTable, take_rows
 from ragsweep.chunking import Chunk, chunk_corpus
 from ragsweep.config import ChunkingConfig, CorpusConfig
 from ragsweep.corpus import load_corpus
-from ragsweep.corpus_index import JsonlDocuments, open_corpus
+from ragsweep.corpus_index import (
+    IDS_FILE,
+    JSON_IDS_FILE,
+    JsonlDocuments,
+    open_corpus,
+    read_ids,
+    write_ids,
+)
 from ragsweep.errors import CorpusError
 from ragsweep.index import scope_masker, scope_masker_from_codes
-from ragsweep.pipeline import RunResult, run_evaluation
+from ragsweep.pipeline import RunResult, StageOutcome, run_evaluation, run_stages
 from ragsweep.run_config import resolve
+from ragsweep.stages import RETRIEVED_FILE
 from tests.conftest import ComposeFn
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,6 +96,38 @@ def test_an_unchanged_jsonl_corpus_is_read_lazily_and_equals_reading_it(
     assert list(lazy) == list(eager.documents)  # iterating reads the file whole
     copied = pickle.loads(pickle.dumps(again))  # after reads: the open file is not sent
     assert copied.get("c") == eager.get("c") and copied.content_hash() == eager.content_hash()
+
+
+def test_document_ids_are_stored_one_a_line_or_as_json_and_both_read_back(
+    tmp_path: Path,
+) -> None:
+    plain = ["a", "b c", "日本", "x\u2028y", "z\ud800", "\r"]
+    write_ids(tmp_path, plain)
+    assert (tmp_path / IDS_FILE).is_file() and read_ids(tmp_path) == plain
+    (tmp_path / IDS_FILE).unlink()
+    with_line_feed = ["a", "b\nc"]
+    write_ids(tmp_path, with_line_feed)
+    assert (tmp_path / JSON_IDS_FILE).is_file() and not (tmp_path / IDS_FILE).exists()
+    assert read_ids(tmp_path) == with_line_feed
+
+
+def test_a_corpus_entry_with_ids_as_json_is_still_read(tmp_path: Path) -> None:
+    """Corpus entries written before the ids were one a line hold ``ids.json``."""
+    path = tmp_path / "corpus.jsonl"
+    write_docs(path, DOCS)
+    cfg = CorpusConfig(path=str(path))
+    open_corpus(cfg, StageCache(tmp_path / "cache"), trust_mtime=True)
+    (entry,) = [m.parent for m in (tmp_path / "cache" / "corpus").glob("*/*/meta.json")]
+    ids = read_ids(entry)
+    (entry / IDS_FILE).unlink()
+    (entry / JSON_IDS_FILE).write_text(json.dumps(ids), encoding="utf-8")
+    meta = json.loads((entry / META).read_text(encoding="utf-8"))
+    (entry / META).unlink()
+    seal_entry(entry, "corpus", meta["compute_seconds"], {"key": meta["key"]})
+    cache = StageCache(tmp_path / "cache")
+    again = open_corpus(cfg, cache, trust_mtime=True)
+    assert cache.stats.stage("corpus").hits == 1
+    assert again.ids == load_corpus(cfg).ids and again.get("c") == load_corpus(cfg).get("c")
 
 
 def test_a_rewritten_corpus_is_read_again_even_with_the_same_size_and_mtime(
@@ -281,15 +323,15 @@ def test_cold_warm_and_uncached_runs_write_the_same_cases_on_the_demo(
     assert_same_cases(cold, warm, off)
 
 
-def test_cold_warm_and_uncached_runs_write_the_same_cases_on_a_synthetic_corpus(
-    compose_config: ComposeFn, tmp_path: Path
-) -> None:
+def synthetic_overrides(tmp_path: Path, n_docs: int = 300, n_cases: int = 80) -> list[str]:
+    """A cost-curve corpus (JSONL: read lazily on a warm run) and golden set under
+    ``tmp_path``, as overrides."""
     generator = scale_corpus()
-    spec = generator.CorpusSpec(n_docs=300, n_cases=80, golden_docs=250)
+    spec = generator.CorpusSpec(n_docs=n_docs, n_cases=n_cases, golden_docs=n_docs * 5 // 6)
     corpus, golden = tmp_path / "corpus.jsonl", tmp_path / "golden.jsonl"
     generator.write_corpus(spec, corpus)
     generator.write_golden(spec, golden)
-    overrides = [
+    return [
         "corpus=squad",
         f"corpus.path={corpus}",
         f"golden.path={golden}",
@@ -297,10 +339,145 @@ def test_cold_warm_and_uncached_runs_write_the_same_cases_on_a_synthetic_corpus(
         "chunking.size=200",
         "chunking.overlap=0",
     ]
+
+
+def test_cold_warm_and_uncached_runs_write_the_same_cases_on_a_synthetic_corpus(
+    compose_config: ComposeFn, tmp_path: Path
+) -> None:
+    overrides = synthetic_overrides(tmp_path)
     cold, warm, off = three_runs(compose_config, tmp_path, *overrides)
     assert warm.cache_metrics["cache/corpus/hits"] == 1  # the corpus was not read again
     assert_same_cases(cold, warm, off)
     assert len(run_files(warm)["cases.jsonl"].splitlines()) == 80
+
+
+# --- the retrieved chunks' texts stored with the rankings ---------------------------------
+
+
+def documents_read(outcome: StageOutcome) -> set[str]:
+    """The ids of the documents a run's lazy corpus parsed."""
+    documents = outcome.corpus.documents
+    assert isinstance(documents, JsonlDocuments)
+    return {documents.ids[i] for i in documents._read}
+
+
+def evidence_documents(outcome: StageOutcome) -> set[str]:
+    return {span.doc for case in outcome.golden.cases for span in case.evidence}
+
+
+def test_a_rankings_hit_reads_no_document_for_the_retrieved_chunks(
+    compose_config: ComposeFn, tmp_path: Path
+) -> None:
+    config = [*synthetic_overrides(tmp_path), f"cache.dir={tmp_path / 'stage-cache'}"]
+    resolved = resolve(plain_config(compose_config(*config)))
+    cold = run_stages(resolved)
+    retrieved = {chunk.doc for chunk in cold.retrieved}
+    assert retrieved - evidence_documents(cold)  # some retrieved documents hold no evidence
+    warm = run_stages(resolve(plain_config(compose_config(*config))))
+    assert warm.cache.stats.stage("rankings").hits == 1
+    assert warm.retrieved == cold.retrieved  # ids, spans, heading paths and texts
+    assert warm.results == cold.results
+    assert documents_read(warm) <= evidence_documents(warm)  # the golden set's, no more
+    assert not documents_read(warm) & (retrieved - evidence_documents(warm))
+
+
+def rankings_entry(cache_dir: Path) -> Path:
+    (entry,) = [p.parent for p in (cache_dir / "rankings").glob("*/*/meta.json")]
+    return entry
+
+
+def reseal(entry: Path) -> None:
+    """Record the entry's files as they are now in its meta.json (its key kept), as if the
+    stage had written them."""
+    meta = json.loads((entry / META).read_text(encoding="utf-8"))
+    (entry / META).unlink()
+    seal_entry(entry, "rankings", meta["compute_seconds"], {"key": meta["key"]})
+
+
+def edit_texts(entry: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    path = entry / RETRIEVED_FILE
+    stored = json.loads(path.read_text(encoding="ascii"))
+    edit(stored)
+    path.write_text(json.dumps(stored), encoding="ascii")
+
+
+def drop_a_row(stored: dict[str, Any]) -> None:
+    del stored["rows"][0], stored["texts"][0]
+
+
+def lengthen_a_text(stored: dict[str, Any]) -> None:
+    stored["texts"][3] += " "
+
+
+def reword_a_text(stored: dict[str, Any]) -> None:
+    text = stored["texts"][0]
+    stored["texts"][0] = ("x" if text[0] != "x" else "y") + text[1:]
+
+
+def test_stored_texts_that_are_damaged_or_missing_are_never_served(
+    compose_config: ComposeFn, tmp_path: Path
+) -> None:
+    """Every damage to the texts stored with cached rankings gives the cold run's files:
+    an entry written before the texts were stored is served and reads the documents; a
+    missing or changed file (checksum), or a resealed one whose rows or text lengths do
+    not fit the rankings, is discarded and searched again."""
+    cache_dir = tmp_path / "stage-cache"
+    config = [*synthetic_overrides(tmp_path, 120, 40), f"cache.dir={cache_dir}"]
+
+    def run(name: str) -> RunResult:
+        return run_evaluation(resolve(plain_config(compose_config(*config))), tmp_path / name)
+
+    cold = run("cold")
+    entry = rankings_entry(cache_dir)
+    assert (entry / RETRIEVED_FILE).is_file()
+
+    (entry / RETRIEVED_FILE).unlink()  # an entry stored before the texts were
+    reseal(entry)
+    old = run("old-entry")
+    assert run_files(old) == run_files(cold)
+    assert old.cache_metrics["cache/rankings/hits"] == 1
+    assert old.cache_metrics["cache/rankings/corrupt"] == 0
+    assert not (entry / RETRIEVED_FILE).exists()  # served as it is, not rebuilt
+    shutil.rmtree(entry)
+    run("rebuilt")  # a miss: stores the texts again
+
+    damages: list[tuple[str, Callable[[Path], None]]] = [
+        ("missing", lambda e: (e / RETRIEVED_FILE).unlink()),
+        ("edited", lambda e: edit_texts(e, reword_a_text)),
+        ("other rows", lambda e: (edit_texts(e, drop_a_row), reseal(e))),
+        ("longer text", lambda e: (edit_texts(e, lengthen_a_text), reseal(e))),
+    ]
+    for name, damage in damages:
+        entry = rankings_entry(cache_dir)
+        damage(entry)
+        again = run(name)
+        assert again.cache_metrics["cache/rankings/corrupt"] == 1, name
+        assert again.cache_metrics["cache/rankings/hits"] == 0, name
+        assert without_latency(run_files(again)["cases.jsonl"]) == without_latency(
+            run_files(cold)["cases.jsonl"]
+        ), name
+        assert run_files(again)["chunks.jsonl"] == run_files(cold)["chunks.jsonl"], name
+        assert (rankings_entry(cache_dir) / RETRIEVED_FILE).is_file()
+
+
+def test_stored_texts_read_back_exactly(tmp_path: Path) -> None:
+    """Texts with line separators, non-BMP characters and lone surrogates (a JSON corpus
+    can hold ``\\ud800``) are stored escaped and read back unchanged."""
+    from ragsweep.stages import read_retrieved_texts, write_retrieved_texts
+
+    texts = ["a\u2028b\r\nc", "\U0001f600 ü", "x\ud800y", "日本語"]
+    docs = [{"id": f"d{i}", "text": text} for i, text in enumerate(texts)]
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in docs), encoding="utf-8")
+    corpus = load_corpus(CorpusConfig(path=str(path)))
+    spans = np.array([[i, 0, len(t), 0] for i, t in enumerate(texts)], dtype=np.int64)
+    table = ChunkTable(corpus, spans, [()])
+    indices = np.array([[3, 1, -1], [0, 2, 1]])
+    write_retrieved_texts(tmp_path / RETRIEVED_FILE, table, indices)
+    fresh = ChunkTable(corpus, spans, [()])
+    read_retrieved_texts(tmp_path / RETRIEVED_FILE, fresh, indices)
+    assert sorted(fresh._built) == [0, 1, 2, 3]
+    assert [fresh[i] for i in range(4)] == [table[i] for i in range(4)]
 
 
 def test_scope_keys_follow_the_documents_of_the_corpus_in_a_scope() -> None:

@@ -3,13 +3,14 @@
 An entry is a directory ``<cache_dir>/<stage>/<key[:2]>/<key>/`` holding data files and a
 ``meta.json`` with each file's sha256. Entries are written into a temporary directory and
 renamed into place, so a reader sees a whole entry or none; every file is verified against
-its checksum on read, and a corrupt or malformed entry is reported, removed and recomputed,
-never served. Builders of the same key in parallel processes serialize on a lock file: one
-computes, the others wait and then read its entry; a builder the lock did not exclude (a
-file system whose locks do not reach across hosts) loses the rename and uses the stored
-entry (docs/caching.md, "Sharing a cache between workers"). A store that refuses writes (read-only)
-is still used for reading; a full disk is a CacheError naming ``cache.dir`` and what to do
-(docs/caching.md, "What happens when...").
+its checksum on read (once per version of the file when fingerprints are trusted:
+:func:`verify_entry_once`), and a corrupt or malformed entry is reported, removed and
+recomputed, never served. Builders of the same key in parallel processes serialize on a
+lock file: one computes, the others wait and then read its entry; a builder the lock did
+not exclude (a file system whose locks do not reach across hosts) loses the rename and
+uses the stored entry (docs/caching.md, "Sharing a cache between workers"). A store that
+refuses writes (read-only) is still used for reading; a full disk is a CacheError naming
+``cache.dir`` and what to do (docs/caching.md, "What happens when...").
 
 Dense vectors are content-addressed per text in :class:`EmbeddingStore`: one store per
 model identity, shards of (text sha256 → row) written as ``.npy`` (memory-mappable, no
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import logging
 import math
@@ -45,6 +47,11 @@ from ragsweep.hashing import sha256_file, sha256_text
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 META = "meta.json"
+VERIFIED = ".verified.json"
+"""In an entry, written after its files were all hashed and found intact: the sha256 of
+its ``meta.json`` and each file's fingerprint (:func:`stat_fingerprint`) as it was then.
+With fingerprints trusted (``cache.trust_mtime``), a file whose fingerprint is still that
+is not hashed again (docs/caching.md, "What is verified on read")."""
 
 
 @dataclass
@@ -175,10 +182,13 @@ class StageCache:
     CacheError naming ``cache.dir``.
     """
 
-    def __init__(self, root: Path | None) -> None:
+    def __init__(self, root: Path | None, trust_fingerprints: bool = False) -> None:
         if root is not None:
             check_cache_dir(root)
         self.root = root
+        self.trust_fingerprints = trust_fingerprints
+        """Skip hashing an entry's files whose fingerprints are those they had when they
+        were last hashed and found intact (:data:`VERIFIED`): ``cache.trust_mtime``."""
         self.stats = CacheStats()
         self._warned_no_locks = False
 
@@ -264,7 +274,7 @@ class StageCache:
         if not entry.exists():
             return None
         try:
-            meta = verify_entry(entry)
+            meta = verify_entry_once(entry) if self.trust_fingerprints else verify_entry(entry)
             value = load(entry)
         except CorruptEntry as exc:
             self._discard(stage, entry, str(exc))
@@ -441,8 +451,17 @@ def read_meta(folder: Path) -> dict[str, Any]:
     names to sha256 digests, ``compute_seconds`` a number >= 0), else CorruptEntry.
     Checksums are not compared here (:func:`verify_entry` does)."""
     try:
-        meta = json.loads((folder / META).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        raw = (folder / META).read_bytes()
+    except OSError as exc:
+        raise CorruptEntry(f"unreadable {META}: {exc}") from None
+    return _parse_meta(raw)
+
+
+def _parse_meta(raw: bytes) -> dict[str, Any]:
+    """:func:`read_meta` of the bytes of a ``meta.json``."""
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError is one
         raise CorruptEntry(f"unreadable {META}: {exc}") from None
     if not isinstance(meta, dict):
         raise CorruptEntry(f"{META} is a JSON {type(meta).__name__}, not an object")
@@ -488,6 +507,70 @@ def verify_entry(folder: Path) -> dict[str, Any]:
         if sha256_file(path) != digest:
             raise CorruptEntry(f"{name} does not match its checksum")
     return meta
+
+
+def verify_entry_once(folder: Path) -> dict[str, Any]:
+    """:func:`verify_entry`, hashing only files changed since the entry was last found
+    intact: when ``meta.json`` has the digest and every file the fingerprint recorded in
+    :data:`VERIFIED`, nothing is hashed; otherwise every file is, and on success the
+    record is (re)written (when the store allows).
+
+    Any write to a file changes its ``ctime_ns`` (which no tool sets back) and replacing
+    it changes the inode, so a changed file is hashed again; what this does not see is
+    damage that leaves the fingerprint alone (a failing disk): ``ragsweep-cache verify``
+    and ``cache.trust_mtime=false`` hash every file. Fingerprints are taken before the
+    files are hashed, so a file changed meanwhile is hashed again on the next read.
+    """
+    try:
+        raw = (folder / META).read_bytes()
+    except OSError as exc:
+        raise CorruptEntry(f"unreadable {META}: {exc}") from None
+    meta = _parse_meta(raw)
+    seen = {"meta": hashlib.sha256(raw).hexdigest(), "files": _fingerprints(folder, meta)}
+    if _recorded_verification(folder) == seen:
+        return meta
+    verify_entry(folder)
+    _record_verification(folder, seen)
+    return meta
+
+
+def _fingerprints(folder: Path, meta: dict[str, Any]) -> dict[str, list[int]]:
+    """Each listed file's fingerprint; CorruptEntry when one is missing."""
+    found = {}
+    for name in meta["files"]:
+        try:
+            info = (folder / name).stat()
+        except OSError:
+            raise CorruptEntry(f"{name} is missing") from None
+        found[name] = stat_fingerprint(info)
+    return found
+
+
+def stat_fingerprint(info: os.stat_result) -> list[int]:
+    """What identifies one version of a file without reading it: size, ``mtime_ns``,
+    ``ctime_ns``, inode, device."""
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+
+
+def _recorded_verification(folder: Path) -> Any:
+    """The content of the entry's :data:`VERIFIED` record; None when there is none or it
+    is unreadable (then the entry is hashed, as without one)."""
+    try:
+        return json.loads((folder / VERIFIED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _record_verification(folder: Path, seen: dict[str, Any]) -> None:
+    """Write :data:`VERIFIED` atomically; silently nothing when the store refuses (a
+    read-only cache then hashes on every read, as before)."""
+    tmp = folder / f"{VERIFIED}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.write_text(json.dumps(seen), encoding="utf-8")
+        os.replace(tmp, folder / VERIFIED)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def touch(folder: Path) -> None:

@@ -6,7 +6,9 @@ budget packing, ``cases.jsonl``, ``chunks.jsonl``, the judge), so building one `
 (and slicing its text) per chunk of the corpus would be most of its work: ~8 s for 1M
 chunks. The table keeps the spans as arrays (memory-mapped when loaded from the stage
 cache) and builds a chunk on indexing. Iterating it builds every chunk, which only the
-stages that need every text do (indexed texts, an index build).
+stages that need every text do (indexed texts, an index build). A warm run whose rankings
+are cached builds its retrieved chunks from the texts stored with them
+(:meth:`ChunkTable.add_texts`), without reading their documents.
 """
 
 from __future__ import annotations
@@ -125,8 +127,9 @@ class ChunkTable(Sequence[Chunk]):
         spans = np.asarray(self.spans[picked]).tolist()
         documents, headings, built = self.corpus.documents, self.headings, self._built
         read_many = getattr(documents, "read_many", None)
-        if read_many is not None:
-            read_many({span[0] for span in spans})
+        if read_many is not None:  # the documents of the rows not built yet
+            rows = picked.tolist()
+            read_many({span[0] for row, span in zip(rows, spans, strict=True) if row not in built})
         taken = []
         for row, (doc, start, end, heading) in zip(picked.tolist(), spans, strict=True):
             chunk = built.get(row)
@@ -134,6 +137,28 @@ class ChunkTable(Sequence[Chunk]):
                 chunk = built[row] = make_chunk(documents[doc], start, end, headings[heading])
             taken.append(chunk)
         return taken
+
+    def add_texts(self, rows: Sequence[int], texts: Sequence[str]) -> None:
+        """Build the chunks at ``rows`` from their known ``texts`` (``texts[i]`` is the
+        text of row ``rows[i]``, as cut from its document) instead of from their documents:
+        a warm run's retrieved chunks, whose texts are stored with the cached rankings
+        (:data:`ragsweep.stages.RETRIEVED_FILE`), so their documents are never read. Rows
+        already built are kept. ValueError when a row is outside the table or a text's
+        length is not its span's (texts of another chunk set)."""
+        picked = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if len(texts) != picked.size:
+            raise ValueError(f"{len(texts)} texts for {picked.size} chunk rows")
+        if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
+            raise ValueError(f"chunk rows outside 0..{len(self) - 1}")
+        spans = np.asarray(self.spans[picked]).tolist()
+        ids, headings, built = self.corpus.ids, self.headings, self._built
+        for row, (doc, start, end, heading), text in zip(
+            picked.tolist(), spans, texts, strict=True
+        ):
+            if not isinstance(text, str) or len(text) != end - start:
+                raise ValueError(f"the text given for chunk row {row} is not its span's")
+            if row not in built:
+                built[row] = _known_chunk(ids[doc], start, end, text, headings[heading])
 
     def __iter__(self) -> Iterator[Chunk]:
         documents, headings = self.corpus.documents, self.headings
@@ -147,6 +172,15 @@ class ChunkTable(Sequence[Chunk]):
     def doc_positions(self) -> Mapping[str, int]:
         """Each document id's code (:meth:`doc_codes`)."""
         return self.corpus.positions
+
+
+def _known_chunk(
+    doc_id: str, start: int, end: int, text: str, heading_path: tuple[str, ...]
+) -> Chunk:
+    """The chunk :func:`~ragsweep.chunking.make_chunk` cuts from document ``doc_id``, whose
+    ``text[start:end]`` is ``text``; its id is derived from the span the same way (that
+    helper is not split in two: chunking.py's source digest is part of every chunks key)."""
+    return Chunk(f"{doc_id}@{start}-{end}", doc_id, start, end, text, heading_path)
 
 
 def take_rows(chunks: Sequence[Chunk], rows: Sequence[int]) -> list[Chunk]:

@@ -413,5 +413,7 @@ class CacheConfig:
     dir: str = not_hashed("")
     trust_mtime: bool = not_hashed(True)
     """Take a JSONL corpus file whose fingerprint (size, mtime, ctime, inode) is unchanged
-    as unchanged, without reading it again (docs/caching.md, "The corpus fingerprint");
-    false reads and hashes it every run."""
+    as unchanged, without reading it again (docs/caching.md, "The corpus fingerprint"),
+    and a cache entry whose files keep the fingerprints they had when last hashed intact
+    as intact, without hashing them again ("What is verified on read"); false reads and
+    hashes both every run."""

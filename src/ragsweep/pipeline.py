@@ -13,7 +13,6 @@ chunk is cut.
 from __future__ import annotations
 
 import functools
-import gc
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -44,6 +43,7 @@ from ragsweep.evaluate import (
     score_cases,
     summarize,
 )
+from ragsweep.gcpause import gc_paused
 from ragsweep.golden import GoldenCase, GoldenSet, load_golden
 from ragsweep.hashing import sha256_json
 from ragsweep.index import (
@@ -93,24 +93,6 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)
     cache_metrics: dict[str, float] = field(default_factory=dict)
     cache_root: Path | None = None
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the block.
-
-    Scoring and writing a run's results builds a few hundred thousand small objects (one
-    tuple per case and rank, JSON rows); each batch of allocations triggers collections
-    that re-scan everything alive, which doubled the time of these steps. None of these
-    objects form reference cycles, so reference counting frees them anyway.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @dataclass
@@ -326,6 +308,7 @@ def evaluate_cases(
         depth,
         lambda index: retrieve(queries(), index, preprocessor.identity, depth),
         cache,
+        built.chunks,
     )
     index_metrics = {}  # e.g. ann: recall against exact search (it opens the index)
     if getattr(built.backend, "measures_rankings", False):
@@ -365,7 +348,8 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
     cfg = resolved.cfg
     timer = Timer()
     judge = prepare_judge(cfg.judge)  # None: judge=off; checks the server before any work
-    cache = StageCache(Path(cfg.cache.dir) if cfg.cache.enabled else None)
+    cache_dir = Path(cfg.cache.dir) if cfg.cache.enabled else None
+    cache = StageCache(cache_dir, trust_fingerprints=cfg.cache.trust_mtime)
     with timer.stage("load_seconds"):
         corpus = open_corpus(cfg.corpus, cache, cfg.cache.trust_mtime)
         golden = load_golden(cfg.golden, corpus)

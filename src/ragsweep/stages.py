@@ -34,12 +34,13 @@ from ragsweep import __version__
 from ragsweep import preprocess as preprocess_module
 from ragsweep.backends.base import Backend
 from ragsweep.cache import StageCache, write_json
-from ragsweep.chunk_table import ChunkTable
+from ragsweep.chunk_table import ChunkTable, take_rows
 from ragsweep.chunking import CHUNKER_SOURCE_DIGEST, Chunk, chunk_corpus, indexed_text
 from ragsweep.config import OWN_STAGE, ChunkingConfig, RetrievalConfig, result_fields
 from ragsweep.corpus import Corpus
 from ragsweep.encoding import ModelIdentity
 from ragsweep.errors import DriftError
+from ragsweep.gcpause import gc_paused
 from ragsweep.hashing import sha256_json, source_digest
 from ragsweep.index import Index, Query, Ranked
 from ragsweep.preprocess import Preprocessor
@@ -47,6 +48,11 @@ from ragsweep.preprocess import Preprocessor
 TEXTS_STAGE = "texts"
 QUERY_SIDE_FILE = "query_side.json"
 """Beside cached rankings: the preprocessing of the index they were searched on."""
+RETRIEVED_FILE = "retrieved_texts.json"
+"""Beside cached rankings: ``{"rows": [...], "texts": [...]}``, the text of every chunk
+the rankings hold (rows ascending, each once; JSON with every non-ASCII character escaped,
+so any text reads back exactly). A hit builds those chunks from it without reading their
+documents (docs/caching.md, "What a warm run reads"); at most queries × depth texts."""
 
 
 def chunks_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
@@ -176,6 +182,7 @@ def cached_rankings(
     top_k: int,
     search: Callable[[Index], list[Ranked]],
     cache: StageCache,
+    chunks: Sequence[Chunk] | None = None,
 ) -> list[Ranked]:
     """The rankings of ``queries`` on the index under ``key`` (:func:`rankings_key`);
     on a miss ``index()`` gives the index and ``search`` runs the queries on it.
@@ -185,6 +192,12 @@ def cached_rankings(
     of both sides). On a miss the query side is checked against the index's provenance
     before the search; on a hit against the index preprocessing stored with the rankings,
     so drifted query preprocessing fails either way.
+
+    With ``chunks`` (the indexed chunks the rankings point into), the texts of the chunks
+    the rankings hold are stored with them (:data:`RETRIEVED_FILE`), and a hit gives them
+    to a :class:`ChunkTable` (:meth:`ChunkTable.add_texts`), so reading the retrieved
+    chunks reads no document. An entry stored before that file existed is still served:
+    its chunks are then read from their documents.
     """
 
     def build(folder: Path) -> None:
@@ -204,6 +217,8 @@ def cached_rankings(
             write_json(folder / "stage_names.json", [name for name, _ in ranked[0].stages])
             split = np.array([[t for _, t in r.stages] for r in ranked], dtype=np.float64)
             np.save(folder / "stage_seconds.npy", split, allow_pickle=False)
+        if chunks is not None:
+            write_retrieved_texts(folder / RETRIEVED_FILE, chunks, indices)
 
     def load(folder: Path) -> list[Ranked]:
         _check_query_preprocess(folder, query_preprocess)
@@ -212,6 +227,8 @@ def cached_rankings(
         seconds = np.load(folder / "seconds.npy", allow_pickle=False).tolist()
         if indices.shape != (len(queries), top_k) or len(seconds) != len(queries):
             raise DriftError(f"cached rankings {folder} do not match {len(queries)} queries")
+        if isinstance(chunks, ChunkTable):
+            read_retrieved_texts(folder / RETRIEVED_FILE, chunks, indices)
         lengths = (indices >= 0).sum(axis=1).tolist()
         split = _stage_seconds(folder, len(queries))
         return [
@@ -220,6 +237,36 @@ def cached_rankings(
         ]
 
     return cache.get_or_build("rankings", key, build, load)
+
+
+def _held_rows(indices: np.ndarray) -> np.ndarray:
+    """The distinct chunk rows of padded rankings (``-1``: no chunk), ascending."""
+    return np.unique(indices[indices >= 0])
+
+
+def write_retrieved_texts(path: Path, chunks: Sequence[Chunk], indices: np.ndarray) -> None:
+    """:data:`RETRIEVED_FILE`: the texts of the chunks at the rows ``indices`` hold."""
+    rows = _held_rows(indices).tolist()
+    texts = [chunk.text for chunk in take_rows(chunks, rows)]
+    path.write_text(json.dumps({"rows": rows, "texts": texts}), encoding="ascii")
+
+
+def read_retrieved_texts(path: Path, chunks: ChunkTable, indices: np.ndarray) -> None:
+    """Give ``chunks`` the stored texts of the rows ``indices`` hold. No file (an entry
+    written before it was stored): nothing is given, the chunks are read from their
+    documents. A file whose rows are not those of the rankings, or whose texts do not
+    fit their spans, is a ValueError: the entry is malformed (discarded and searched
+    again), never served with the wrong texts."""
+    if not path.is_file():
+        return
+    with gc_paused():  # thousands of chunks, no cycles
+        stored = json.loads(path.read_text(encoding="ascii"))
+        rows, texts = stored["rows"], stored["texts"]
+        if not isinstance(rows, list) or not isinstance(texts, list):
+            raise ValueError(f"{path.name} holds no rows and texts")
+        if rows != _held_rows(indices).tolist():
+            raise ValueError(f"{path.name} holds other chunk rows than the rankings")
+        chunks.add_texts(rows, texts)
 
 
 def _check_query_preprocess(folder: Path, query_preprocess: Mapping[str, Any]) -> None:
