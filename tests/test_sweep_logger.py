@@ -10,6 +10,7 @@ SQLite file, the logger the real process.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -18,12 +19,15 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
 
 from ragsweep import tags as tag
 from ragsweep.artifact_store import RECORD_FILE
 from ragsweep.config import TrackingConfig
-from ragsweep.sweep.logger import LOGGER_OUTPUT, SweepLogger
+from ragsweep.sweep.logger import IN_PROCESS_LAUNCHERS, LOGGER_OUTPUT, SweepLogger, logging_jobs
+from ragsweep.tracking import load_record, log_run_once
 from tests.test_case_table import project
 
 BIN = Path(sys.executable).parent
@@ -38,11 +42,13 @@ def ragsweep(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def sweep(tmp_path: Path, mini_project: Path, *extra: str) -> tuple[Path, Path]:
-    """A two-value one-axis sweep of the mini project; its output and sweep folders."""
+def sweep(tmp_path: Path, mini_project: Path, *extra: str, baseline: str = "") -> tuple[Path, Path]:
+    """A two-value one-axis sweep of the mini project (``baseline``: the sweep file's
+    baseline lines); its output and sweep folders."""
     out = tmp_path / "out"
     spec = tmp_path / "overlap.yaml"
-    spec.write_text("axes:\n  - chunking.overlap: [0, 10]\n", encoding="utf-8")
+    head = f"baseline:\n{baseline}" if baseline else ""
+    spec.write_text(f"{head}axes:\n  - chunking.overlap: [0, 10]\n", encoding="utf-8")
     sweep_dir = tmp_path / "sweep"
     ragsweep(
         tmp_path,
@@ -77,7 +83,24 @@ def test_a_sweep_s_jobs_are_logged_once_by_its_logger(tmp_path: Path, mini_proje
         r.info.run_id for r in children
     )
     (parent,) = [r for r in logged if tag.PARENT_RUN_ID not in r.data.tags]
-    assert any(r.info.run_id in parent.data.tags[tag.NOTE] for r in children)
+    best = parent.data.tags[tag.BEST_RUN_ID]
+    assert best in {r.info.run_id for r in children}
+    assert best in parent.data.tags[tag.NOTE]
+    # the descriptions the sweeper rewrote once the axis was decided went through the logger
+    chosen = {r.info.run_id: r.data.tags[tag.CHOSEN] for r in children}
+    assert sorted(chosen.values()) == ["false", "true"] and chosen[best] == "true"
+    assert all(parent.info.run_id in r.data.tags[tag.NOTE] for r in children)
+
+
+def test_a_grid_s_jobs_are_logged_by_its_logger(tmp_path: Path, mini_project: Path):
+    out, sweep_dir = tmp_path / "out", tmp_path / "grid"
+    args = [f"paths.output_dir={out}", f"hydra.sweep.dir={sweep_dir}", *project(mini_project)]
+    ragsweep(tmp_path, "-m", *args, "preprocess=none,nfkc")
+    logged = runs(out)
+    assert sorted(r.data.params["preprocess.name"] for r in logged) == ["nfkc", "none"]
+    assert all(r.data.tags[tag.LOGGED] == "complete" for r in logged)
+    lines = (sweep_dir / LOGGER_OUTPUT).read_text(encoding="utf-8").splitlines()
+    assert sorted(line.rsplit(" ", 1)[1] for line in lines) == sorted(r.info.run_id for r in logged)
 
 
 def test_with_background_never_a_sweep_logs_in_its_own_process(tmp_path: Path, mini_project: Path):
@@ -85,6 +108,30 @@ def test_with_background_never_a_sweep_logs_in_its_own_process(tmp_path: Path, m
     children = [r for r in runs(out) if tag.PARENT_RUN_ID in r.data.tags]
     assert len(children) == 2
     assert all(r.data.tags[tag.LOGGED] == "complete" for r in children)
+    assert not (sweep_dir / LOGGER_OUTPUT).exists()
+
+
+def test_the_sweep_file_s_baseline_decides_the_logger_and_its_store(
+    tmp_path: Path, mini_project: Path
+):
+    # the baseline's tracking settings are the sweep's: its store gets every run and
+    # every description, and its background setting is obeyed
+    other = tmp_path / "other.db"
+    _, sweep_dir = sweep(tmp_path, mini_project, baseline=f"  tracking.default_db: {other}\n")
+    client = MlflowClient(f"sqlite:///{other}")
+    experiment = client.get_experiment_by_name("ragsweep")
+    children = [
+        r
+        for r in client.search_runs([experiment.experiment_id])
+        if tag.PARENT_RUN_ID in r.data.tags
+    ]
+    assert len(children) == 2
+    assert sorted(r.data.tags[tag.CHOSEN] for r in children) == ["false", "true"]
+    assert (sweep_dir / LOGGER_OUTPUT).is_file()
+
+    never_dir = tmp_path / "never"
+    never_dir.mkdir()
+    _, sweep_dir = sweep(never_dir, mini_project, baseline="  tracking.background: never\n")
     assert not (sweep_dir / LOGGER_OUTPUT).exists()
 
 
@@ -126,6 +173,48 @@ def test_a_dead_logger_s_runs_are_logged_in_the_sweep_s_process_once(
     assert len(logged) == 2
     assert {r.info.run_id for r in logged} == {o.run_id for o in outcome}
     assert all(r.data.tags[tag.LOGGED] == "complete" for r in logged)
+
+
+def test_an_interrupted_log_is_mended_not_repeated(tmp_path: Path, mini_project: Path):
+    run_dir, _ = logged_run_dir(tmp_path, mini_project)
+    client = MlflowClient(f"sqlite:///{tmp_path / 'out' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("ragsweep").experiment_id
+    # a logger killed after the complete tag, before set_terminated: closed and kept
+    cfg, record = load_record(run_dir)
+    (done,) = client.search_runs([experiment])
+    client.update_run(done.info.run_id, status="RUNNING")
+    assert log_run_once(cfg, record, saved=True) == done.info.run_id
+    assert client.get_run(done.info.run_id).info.status == "FINISHED"
+    # killed before the complete tag: that run is closed FAILED, the record logged anew
+    fresh = copied_with_new_record(run_dir, tmp_path / "fresh")
+    cfg, record = load_record(fresh)
+    half = client.create_run(experiment, tags={tag.RECORD_ID: record.record_id})
+    run_id = log_run_once(cfg, record, saved=True)
+    assert run_id != half.info.run_id
+    assert client.get_run(half.info.run_id).info.status == "FAILED"
+    assert client.get_run(run_id).data.tags[tag.LOGGED] == "complete"
+
+
+def test_a_sweep_whose_runs_were_not_all_logged_exits_2_at_its_end(tmp_path: Path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / RECORD_FILE).write_text("{not json", encoding="utf-8")
+    launcher = next(iter(IN_PROCESS_LAUNCHERS))
+    hydra_cfg = OmegaConf.create(
+        {"launcher": {"_target_": launcher}, "sweep": {"dir": str(tmp_path)}}
+    )
+    tracking = TrackingConfig(default_db=str(tmp_path / "mlflow.db"))
+    err = io.StringIO()
+    went_on = []
+    with pytest.raises(SystemExit) as stopped, logging_jobs(tracking, hydra_cfg, err) as logger:
+        assert logger is not None
+        logger.submit(broken)
+        went_on.append(True)
+    assert stopped.value.code == 2
+    assert went_on == [True]
+    text = err.getvalue()
+    assert f"log it with: ragsweep-log {broken.resolve()}" in text
+    assert "1 run(s) of this sweep were not logged to MLflow" in text
 
 
 def test_a_run_the_logger_cannot_log_is_reported_with_the_command_that_logs_it(

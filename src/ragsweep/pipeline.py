@@ -409,7 +409,8 @@ def run_evaluation(
     if cfg.tracking.enabled:
         started = time.perf_counter()
         record = _record(resolved, done, cache_metrics, extra_tags, output_dir, origin)
-        sweep_logger = active_sweep_logger() if origin is not None and origin.multirun else None
+        to_logger = origin is not None and origin.multirun and cfg.tracking.background != "never"
+        sweep_logger = active_sweep_logger() if to_logger else None
         if sweep_logger is not None:
             save_record(cfg.tracking, record)
             sweep_logger.submit(record.artifacts_dir)

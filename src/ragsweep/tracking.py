@@ -326,6 +326,27 @@ def _close_failed(client: Any, run_id: str) -> None:
         return
 
 
+def log_run_once(cfg: TrackingConfig, record: RunRecord, saved: bool = False) -> str:
+    """:func:`log_run`, mending what an interrupted log of the same record (its
+    ``record_id``) left: a complete run still RUNNING is closed with the record's status
+    and returned; an incomplete one still RUNNING is closed FAILED (readers ignore it)
+    before the record is logged again."""
+    experiment_id = ensure_experiment(cfg)
+    client = client_for(cfg)
+    earlier = client.search_runs(
+        [experiment_id], filter_string=f"tags.`{tag.RECORD_ID}` = '{record.record_id}'"
+    )
+    for run in earlier:
+        run_id, running = str(run.info.run_id), run.info.status == "RUNNING"
+        if run.data.tags.get(tag.LOGGED) == "complete":
+            if running:
+                client.set_terminated(run_id, status=record.status)
+            return run_id
+        if running:
+            client.set_terminated(run_id, status="FAILED")
+    return log_run(cfg, record, saved)
+
+
 def find_logged(cfg: TrackingConfig, record: RunRecord) -> str | None:
     """The id of a complete run already logged from ``record`` (its ``record_id``), if any."""
     experiment_id = ensure_experiment(cfg)

@@ -172,20 +172,20 @@ class OneAxisSweeperImpl:
         like the ``ragsweep`` app does: ``error: ...`` on stderr, exit status 2.
         """
         assert self.config is not None
-        with logging_jobs(_tracking(self.config), self.config.hydra):
-            if self.grid is not None:
+        if self.grid is not None:
+            with logging_jobs(_tracking(self.config), self.config.hydra):
                 return self.grid.sweep(arguments)
-            assert self.sweep_name
-            try:
-                spec = load_sweep(resolve_sweep_path(self.sweep_name, sweep_dirs(self.sweeps_dir)))
-                return _SweepRun(self, spec, arguments).run()
-            except RagsweepError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                sys.exit(2)
+        assert self.sweep_name
+        try:
+            spec = load_sweep(resolve_sweep_path(self.sweep_name, sweep_dirs(self.sweeps_dir)))
+            return _SweepRun(self, spec, arguments).run()
+        except RagsweepError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
 
 
 def _tracking(config: DictConfig) -> TrackingConfig:
-    """The sweep's tracking settings (checked before the sweep by
+    """A grid's tracking settings (checked before the grid by
     :class:`ragsweep.callbacks.PrepareTrackingStore`)."""
     tracking = OmegaConf.to_container(config.tracking, resolve=True)
     return from_mapping(TrackingConfig, tracking, "tracking")  # type: ignore[arg-type]
@@ -321,7 +321,13 @@ class _SweepRun:
         self._check_axes(baseline)
         multi_factor = self._check_factors(baseline)
         self._open_runs(baseline, multi_factor)
-        current = _Current(dict(self.fixed), baseline)
+        assert baseline.resolved is not None
+        tracking = RunConfig.from_container(baseline.resolved).tracking  # the baseline's store
+        with logging_jobs(tracking, self.config.hydra):
+            return self._sweep(_Current(dict(self.fixed), baseline))
+
+    def _sweep(self, current: _Current) -> SweepResult:
+        """Every axis in turn from ``current``, then the conclusion (also when stopped)."""
         try:
             for number, axis in enumerate(self.spec.axes, start=1):
                 current = self._sweep_axis(number, axis, current)
