@@ -14,6 +14,12 @@ from ragsweep.secret_keys import refusal, secret_keys
 from ragsweep.tracking_store import prepare_store
 
 
+def tracking_settings(config: DictConfig) -> TrackingConfig:
+    """The ``tracking`` settings of a composed config (resolved, validated)."""
+    tracking = OmegaConf.to_container(config.tracking, resolve=True)
+    return from_mapping(TrackingConfig, tracking, "tracking")  # type: ignore[arg-type]
+
+
 class PrepareTrackingStore(Callback):
     """Check and create the MLflow store and experiment in the parent process before a
     multirun launches any job.
@@ -25,8 +31,7 @@ class PrepareTrackingStore(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            tracking = OmegaConf.to_container(config.tracking, resolve=True)
-            cfg = from_mapping(TrackingConfig, tracking, "tracking")  # type: ignore[arg-type]
+            cfg = tracking_settings(config)
             if cfg.enabled:
                 prepare_store(cfg)
         except RagsweepError as exc:

@@ -34,7 +34,7 @@ from rich.console import Console
 
 from ragsweep import tags as tag
 from ragsweep.appconfig import plain_config, sweep_dirs
-from ragsweep.config import TrackingConfig, from_mapping
+from ragsweep.callbacks import tracking_settings
 from ragsweep.corpus import load_corpus
 from ragsweep.errors import ConfigError, RagsweepError
 from ragsweep.golden import load_golden
@@ -173,7 +173,8 @@ class OneAxisSweeperImpl:
         """
         assert self.config is not None
         if self.grid is not None:
-            with logging_jobs(_tracking(self.config), self.config.hydra):
+            # the command line's settings, checked before the grid by PrepareTrackingStore
+            with logging_jobs(tracking_settings(self.config), self.config.hydra):
                 return self.grid.sweep(arguments)
         assert self.sweep_name
         try:
@@ -182,13 +183,6 @@ class OneAxisSweeperImpl:
         except RagsweepError as exc:
             print(f"error: {exc}", file=sys.stderr)
             sys.exit(2)
-
-
-def _tracking(config: DictConfig) -> TrackingConfig:
-    """A grid's tracking settings (checked before the grid by
-    :class:`ragsweep.callbacks.PrepareTrackingStore`)."""
-    tracking = OmegaConf.to_container(config.tracking, resolve=True)
-    return from_mapping(TrackingConfig, tracking, "tracking")  # type: ignore[arg-type]
 
 
 class _SweepRun:
