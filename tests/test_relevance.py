@@ -177,3 +177,34 @@ def test_batches_must_have_the_same_rows() -> None:
 def test_from_rows_rejects_an_empty_interval() -> None:
     with pytest.raises(ValueError, match="start < end"):
         IntervalBatch.from_rows([[("a", 3, 3)]], {"a": 0})
+
+
+def test_one_row_packed_as_arrays_equals_the_row_packed_interval_by_interval() -> None:
+    rng = random.Random(7)
+    docs = [f"d{i}" for i in range(6)]
+    intervals = [(rng.choice(docs), s, s + rng.randint(1, 9)) for s in range(0, 300, 3)]
+    codes = doc_codes(intervals)
+    fast, slow = (
+        IntervalBatch.from_intervals(intervals, codes),
+        IntervalBatch.from_rows([intervals], codes),
+    )
+    for column in ("doc", "start", "end"):
+        assert np.array_equal(getattr(fast, column), getattr(slow, column))
+        assert getattr(fast, column).dtype == np.int64
+    empty = IntervalBatch.from_intervals([], {})
+    assert empty.doc.shape == IntervalBatch.from_rows([[]], {}).doc.shape
+    for bad in ([*intervals, ("d1", 5, 5)], [("d0", -1, 3)], [("elsewhere", 0, 3)]):
+        with pytest.raises(ValueError) as fast_error:
+            IntervalBatch.from_intervals(bad, codes)
+        with pytest.raises(ValueError) as slow_error:
+            IntervalBatch.from_rows([bad], codes)
+        assert str(fast_error.value) == str(slow_error.value)
+
+
+def test_document_codes_follow_first_appearance_across_lists() -> None:
+    assert doc_codes([("b", 0, 1), ("a", 0, 1), ("b", 2, 3)], [("c", 0, 1), ("a", 1, 2)]) == {
+        "b": 0,
+        "a": 1,
+        "c": 2,
+    }
+    assert doc_codes() == {}

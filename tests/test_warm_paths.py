@@ -236,9 +236,32 @@ def test_taking_rows_of_a_lazy_corpus_equals_indexing_the_chunk_list(
     assert loaded.take([]) == []
     assert take_rows(chunks, rows[:5]) == [chunks[row] for row in rows[:5]]
     assert [loaded[row] for row in range(len(chunks))] == chunks  # the rest, one by one
-    for bad in ([len(chunks)], [-1]):
+    assert loaded.take(rows[::-1]) == [chunks[row] for row in rows[::-1]]  # all built now
+    for bad in ([len(chunks)], [-1], [0, -1]):
         with pytest.raises(IndexError):
             loaded.take(bad)
+
+
+def test_given_texts_must_be_strings_as_long_as_their_spans(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    write_docs(path, DOCS)
+    corpus = load_corpus(CorpusConfig(path=str(path)))
+    chunks = chunk_corpus(corpus, ChunkingConfig(mode="fixed", size=8, overlap=0))
+    assert len(chunks) > 3
+    rows = [0, 2, 3]
+    texts = [chunks[row].text for row in rows]
+    for bad_texts, bad_row in (
+        ([texts[0], texts[1] + "x", texts[2]], 2),
+        ([texts[0], texts[1], 7], 3),
+        ([None, texts[1], texts[2]], 0),
+    ):
+        table = ChunkTable.from_chunks(corpus, chunks)
+        with pytest.raises(ValueError, match=f"chunk row {bad_row} is not its span"):
+            table.add_texts(rows, bad_texts)
+        assert table._built == {}  # nothing half given
+    table = ChunkTable.from_chunks(corpus, chunks)
+    table.add_texts(rows, texts)
+    assert table.take(rows) == [chunks[row] for row in rows]
 
 
 def test_a_chunk_line_is_its_row_encoded() -> None:

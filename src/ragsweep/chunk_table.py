@@ -122,10 +122,15 @@ class ChunkTable(Sequence[Chunk]):
         go, each of their documents parsed once (in file order, when the corpus reads
         documents on use: :meth:`~ragsweep.corpus_index.JsonlDocuments.read_many`)."""
         picked = np.asarray(rows, dtype=np.int64).reshape(-1)
+        built = self._built
+        try:  # every row built already (a warm run's second read): no span is read
+            return list(map(built.__getitem__, picked.tolist()))
+        except KeyError:
+            pass
         if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
             raise IndexError(f"chunk rows outside 0..{len(self) - 1}")
         spans = np.asarray(self.spans[picked]).tolist()
-        documents, headings, built = self.corpus.documents, self.headings, self._built
+        documents, headings = self.corpus.documents, self.headings
         read_many = getattr(documents, "read_many", None)
         if read_many is not None:  # the documents of the rows not built yet
             rows = picked.tolist()
@@ -150,13 +155,12 @@ class ChunkTable(Sequence[Chunk]):
             raise ValueError(f"{len(texts)} texts for {picked.size} chunk rows")
         if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
             raise ValueError(f"chunk rows outside 0..{len(self) - 1}")
-        spans = np.asarray(self.spans[picked]).tolist()
+        spans = np.asarray(self.spans[picked])
+        _check_text_lengths(picked, spans, texts)
         ids, headings, built = self.corpus.ids, self.headings, self._built
         for row, (doc, start, end, heading), text in zip(
-            picked.tolist(), spans, texts, strict=True
+            picked.tolist(), spans.tolist(), texts, strict=True
         ):
-            if not isinstance(text, str) or len(text) != end - start:
-                raise ValueError(f"the text given for chunk row {row} is not its span's")
             if row not in built:
                 built[row] = _known_chunk(ids[doc], start, end, text, headings[heading])
 
@@ -172,6 +176,18 @@ class ChunkTable(Sequence[Chunk]):
     def doc_positions(self) -> Mapping[str, int]:
         """Each document id's code (:meth:`doc_codes`)."""
         return self.corpus.positions
+
+
+def _check_text_lengths(rows: np.ndarray, spans: np.ndarray, texts: Sequence[object]) -> None:
+    """ValueError unless every ``texts[i]`` is a str as long as the span ``spans[i]`` (of
+    chunk row ``rows[i]``); checked on whole arrays, a warm run gives thousands."""
+    if not set(map(type, texts)) <= {str}:
+        bad = next(i for i, text in enumerate(texts) if not isinstance(text, str))
+        raise ValueError(f"the text given for chunk row {rows[bad]} is not its span's")
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))  # type: ignore[arg-type]
+    wrong = np.flatnonzero(lengths != spans[:, 2] - spans[:, 1])
+    if wrong.size:
+        raise ValueError(f"the text given for chunk row {rows[wrong[0]]} is not its span's")
 
 
 def _known_chunk(

@@ -219,7 +219,7 @@ def _answerable_metrics(
     for row, i in enumerate(positions):
         indices[row, : len(ranked[i].indices)] = ranked[i].indices
     columns = metrics_per_case(
-        IntervalBatch.from_rows([table], codes).take(indices),
+        IntervalBatch.from_intervals(table, codes).take(indices),
         IntervalBatch.from_rows(spans, codes),
         IntervalBatch.from_rows(evidence_union(spans), codes),
         cfg.ks,

@@ -14,6 +14,8 @@ one, for reading a single case (tests and interactive checks use them; runs do n
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -61,6 +63,23 @@ class IntervalBatch:
                 doc[i, j] = codes[interval[0]]
                 start[i, j], end[i, j] = interval[1], interval[2]
         return cls(doc, start, end)
+
+    @classmethod
+    def from_intervals(
+        cls, intervals: Sequence[Interval], codes: Mapping[str, int]
+    ) -> IntervalBatch:
+        """``from_rows([intervals], codes)``, one row, checked and packed as whole arrays:
+        a run's retrieved chunks are thousands of intervals. The same errors: a bad
+        interval is reported by :meth:`from_rows`."""
+        if not intervals:
+            return cls.from_rows([intervals], codes)
+        docs, starts, ends = zip(*intervals, strict=True)
+        start = np.array(starts, dtype=np.int64)
+        end = np.array(ends, dtype=np.int64)
+        if not ((start >= 0) & (start < end)).all() or not set(docs) <= codes.keys():
+            return cls.from_rows([intervals], codes)
+        doc = np.fromiter(map(codes.__getitem__, docs), dtype=np.int64, count=len(docs))
+        return cls(doc[np.newaxis], start[np.newaxis], end[np.newaxis])
 
     def take(self, indices: np.ndarray) -> IntervalBatch:
         """Rows of intervals picked from this batch's only row (e.g. every chunk of an
@@ -173,11 +192,12 @@ def _expand(batch: IntervalBatch, axis: int) -> tuple[np.ndarray, np.ndarray, np
 
 def doc_codes(*interval_lists: Sequence[Interval]) -> dict[str, int]:
     """Codes for every document id in the given intervals (0, 1, ... in first-seen order)."""
-    codes: dict[str, int] = {}
-    for intervals in interval_lists:
-        for doc, _, _ in intervals:
-            codes.setdefault(doc, len(codes))
-    return codes
+    docs = itertools.chain.from_iterable(map(_DOC, intervals) for intervals in interval_lists)
+    first_seen = dict.fromkeys(docs)  # in C: a run codes thousands of chunks
+    return dict(zip(first_seen, range(len(first_seen)), strict=True))
+
+
+_DOC = operator.itemgetter(0)
 
 
 def chunk_hits_span(chunk: Interval, span: Interval, min_span_overlap: float) -> bool:
