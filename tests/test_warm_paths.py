@@ -22,10 +22,10 @@ from ragsweep.appconfig import plain_config
 from ragsweep.artifacts import _JSON_LINE as JSON_LINE
 from ragsweep.artifacts import chunk_line, chunk_row
 from ragsweep.cache import META, StageCache, seal_entry
-from ragsweep.chunk_table import ChunkTable, take_rows
+from ragsweep.chunk_table import BOUNDS_FILE, ChunkTable, take_rows
 from ragsweep.chunking import Chunk, chunk_corpus
 from ragsweep.config import ChunkingConfig, CorpusConfig
-from ragsweep.corpus import load_corpus
+from ragsweep.corpus import Corpus, load_corpus
 from ragsweep.corpus_index import (
     IDS_FILE,
     JSON_IDS_FILE,
@@ -240,6 +240,35 @@ def test_taking_rows_of_a_lazy_corpus_equals_indexing_the_chunk_list(
     for bad in ([len(chunks)], [-1], [0, -1]):
         with pytest.raises(IndexError):
             loaded.take(bad)
+
+
+def test_a_table_is_checked_against_its_corpus_by_the_bounds_stored_with_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "corpus.jsonl"
+    write_docs(path, DOCS)
+    corpus = load_corpus(CorpusConfig(path=str(path)))
+    chunks = chunk_corpus(corpus, ChunkingConfig(mode="fixed", size=8, overlap=0))
+    ChunkTable.from_chunks(corpus, chunks).save(tmp_path)
+    stored = json.loads((tmp_path / BOUNDS_FILE).read_text(encoding="utf-8"))
+    assert stored == {"low": 0, "doc": len(corpus) - 1, "heading": 0}
+    assert list(ChunkTable.load(tmp_path, corpus)) == chunks
+    for damaged in (
+        {**stored, "doc": len(corpus)},
+        {**stored, "heading": 5},
+        {**stored, "low": -1},
+        {**stored, "doc": -1},
+        {"low": 0},
+        [0, 1, 2],
+    ):
+        (tmp_path / BOUNDS_FILE).write_text(json.dumps(damaged), encoding="utf-8")
+        with pytest.raises(ValueError):
+            ChunkTable.load(tmp_path, corpus)
+    (tmp_path / BOUNDS_FILE).unlink()  # an entry written before the file: the spans decide
+    assert list(ChunkTable.load(tmp_path, corpus)) == chunks
+    smaller = load_corpus(CorpusConfig(path=str(path))).documents[:1]
+    with pytest.raises(ValueError, match="outside the corpus"):
+        ChunkTable.load(tmp_path, Corpus(documents=smaller, source=str(path)))
 
 
 def test_given_texts_must_be_strings_as_long_as_their_spans(tmp_path: Path) -> None:
