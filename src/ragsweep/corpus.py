@@ -61,7 +61,8 @@ class Corpus:
         :func:`load_corpus` keeps them) are found by binary search, without building a
         dictionary of every id (a warm run looks up a few thousand of them)."""
         ids = self.ids
-        if all(map(operator.lt, ids, itertools.islice(ids, 1, None))):  # in C: ~2x pairwise
+        known = getattr(self.documents, "ids_sorted", False)  # a reader that knows its order
+        if known or all(map(operator.lt, ids, itertools.islice(ids, 1, None))):  # C: ~2x pairwise
             return _SortedPositions(ids)
         return {doc_id: i for i, doc_id in enumerate(ids)}
 

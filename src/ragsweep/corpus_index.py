@@ -157,6 +157,11 @@ class JsonlDocuments(Sequence[Document]):
         self._read: dict[int, Document] = {}
         self._fd: int | None = None  # opened on the first read, closed with self
 
+    ids_sorted = True
+    """The ids are strictly increasing (:attr:`Corpus.positions` need not check): they are
+    those of the corpus read whole when the entry was built, which sorts them by id and
+    rejects duplicates."""
+
     def __len__(self) -> int:
         return len(self.ids)
 
