@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -465,3 +466,27 @@ def test_an_encoder_that_reports_another_model_is_refused_and_not_kept(monkeypat
             lambda cfg: SimpleNamespace(identity=loaded, batch_size=1),
         )
     assert before == _ENCODERS
+
+
+def test_prune_removes_stale_leftover_temporaries_files_and_folders(
+    compose_config, mini_project: Path, capsys
+) -> None:
+    from ragsweep.cache_cli import STALE_TEMP_SECONDS
+
+    result, _ = run(compose_config, mini_project)
+    root = Path(result.cache_root)
+    entry = _entries(root, "chunks")[0]
+    stale_file = entry / f"{VERIFIED}.tmp-0badc0de"  # a verification write that was killed
+    fresh_file = entry / f"{VERIFIED}.tmp-12345678"  # one being written right now
+    stale_folder = root / "chunks" / ".tmp-0123"  # a build that was killed
+    stale_file.write_text("{", encoding="utf-8")
+    fresh_file.write_text("{", encoding="utf-8")
+    stale_folder.mkdir()
+    old = time.time() - STALE_TEMP_SECONDS - 60
+    for path in (stale_file, stale_folder):
+        os.utime(path, (old, old))
+    assert cache_main(["--cache-dir", str(root), "prune", "--older-than", "30d"]) == 0
+    assert "and 2 leftover temporaries" in capsys.readouterr().out
+    assert not stale_file.exists() and not stale_folder.exists()
+    assert fresh_file.exists() and not list(root.rglob(".trash-*"))
+    assert len(_entries(root, "chunks")) == 1

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragsweep.cache import META, CorruptEntry, remove_entry, verify_stage_entry
+from ragsweep.cache import META, VERIFIED, CorruptEntry, remove_entry, verify_stage_entry
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -53,7 +53,20 @@ def iter_entries(root: Path) -> Iterator[Entry]:
 def stale_temporaries(root: Path, now: float) -> list[Path]:
     leftovers = [p for p in root.rglob(".tmp-*") if p.is_dir()]
     leftovers += [p for p in root.rglob(".trash-*") if p.is_dir()]
+    leftovers += [p for p in root.rglob(f"{VERIFIED}.tmp-*") if p.is_file()]  # a killed write
     return [p for p in leftovers if now - p.stat().st_mtime > STALE_TEMP_SECONDS]
+
+
+def remove_temporary(path: Path) -> bool:
+    """Remove a leftover temporary (:func:`stale_temporaries`): a folder as an entry is
+    removed, a file unlinked. False when the store refused."""
+    if path.is_dir():
+        return remove_entry(path)
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        return False
+    return True
 
 
 def command_stats(root: Path) -> int:
@@ -81,12 +94,12 @@ def command_prune(root: Path, older_than: float, dry_run: bool) -> int:
     wanted = len(doomed) + len(temporaries)
     if not dry_run:
         doomed = [e for e in doomed if remove_entry(e.path)]
-        temporaries = [t for t in temporaries if remove_entry(t)]
+        temporaries = [t for t in temporaries if remove_temporary(t)]
     freed = sum(e.bytes for e in doomed)
     verb = "would remove" if dry_run else "removed"
     print(
         f"{verb} {len(doomed)} entries ({_size(freed)}) unused for more than "
-        f"{_ago(older_than)}, and {len(temporaries)} leftover temporary folders"
+        f"{_ago(older_than)}, and {len(temporaries)} leftover temporaries"
     )
     kept = wanted - len(doomed) - len(temporaries)
     if kept:
