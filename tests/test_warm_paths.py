@@ -259,6 +259,8 @@ def test_a_table_is_checked_against_its_corpus_by_the_bounds_stored_with_it(
         {**stored, "low": -1},
         {**stored, "doc": -1},
         {"low": 0},
+        {**stored, "doc": "0"},
+        {**stored, "heading": True},
         [0, 1, 2],
     ):
         (tmp_path / BOUNDS_FILE).write_text(json.dumps(damaged), encoding="utf-8")

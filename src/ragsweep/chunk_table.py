@@ -108,7 +108,11 @@ class ChunkTable(Sequence[Chunk]):
             raise ValueError(f"chunk spans are {self.spans.dtype}, expected int64")
         if bounds is None:
             bounds = self._bounds()
-        if not isinstance(bounds, dict) or set(bounds) != {"low", "doc", "heading"}:
+        if (
+            not isinstance(bounds, dict)
+            or set(bounds) != {"low", "doc", "heading"}
+            or not all(type(value) is int for value in bounds.values())
+        ):
             raise ValueError(f"{BOUNDS_FILE} holds no chunk span bounds")
         low, docs, headings = bounds["low"], bounds["doc"], bounds["heading"]
         if low < 0 or docs >= len(self.corpus) or headings >= len(self.headings):
