@@ -193,7 +193,12 @@ def test_one_row_packed_as_arrays_equals_the_row_packed_interval_by_interval() -
         assert getattr(fast, column).dtype == np.int64
     empty = IntervalBatch.from_intervals([], {})
     assert empty.doc.shape == IntervalBatch.from_rows([[]], {}).doc.shape
-    for bad in ([*intervals, ("d1", 5, 5)], [("d0", -1, 3)], [("elsewhere", 0, 3)]):
+    for bad in (
+        [*intervals, ("d1", 5, 5)],
+        [("d0", -1, 3)],
+        [("elsewhere", 0, 3)],
+        [("d0", -0.5, 3)],
+    ):
         with pytest.raises(ValueError) as fast_error:
             IntervalBatch.from_intervals(bad, codes)
         with pytest.raises(ValueError) as slow_error:

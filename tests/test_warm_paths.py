@@ -293,6 +293,9 @@ def test_given_texts_must_be_strings_as_long_as_their_spans(tmp_path: Path) -> N
     table = ChunkTable.from_chunks(corpus, chunks)
     table.add_texts(rows, texts)
     assert table.take(rows) == [chunks[row] for row in rows]
+    table = ChunkTable.from_chunks(corpus, chunks)
+    table.add_texts(rows, np.array(texts))  # str subclasses (numpy's) are texts too
+    assert [c.text for c in table.take(rows)] == texts
 
 
 def test_a_chunk_line_is_its_row_encoded() -> None:

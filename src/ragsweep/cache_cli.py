@@ -54,7 +54,15 @@ def stale_temporaries(root: Path, now: float) -> list[Path]:
     leftovers = [p for p in root.rglob(".tmp-*") if p.is_dir()]
     leftovers += [p for p in root.rglob(".trash-*") if p.is_dir()]
     leftovers += [p for p in root.rglob(f"{VERIFIED}.tmp-*") if p.is_file()]  # a killed write
-    return [p for p in leftovers if now - p.stat().st_mtime > STALE_TEMP_SECONDS]
+    return [p for p in leftovers if now - _mtime(p, now) > STALE_TEMP_SECONDS]
+
+
+def _mtime(path: Path, now: float) -> float:
+    """``path``'s modification time; ``now`` when it is gone (its writer just finished)."""
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return now
 
 
 def remove_temporary(path: Path) -> bool:

@@ -210,9 +210,10 @@ class ChunkTable(Sequence[Chunk]):
 def _check_text_lengths(rows: np.ndarray, spans: np.ndarray, texts: Sequence[object]) -> None:
     """ValueError unless every ``texts[i]`` is a str as long as the span ``spans[i]`` (of
     chunk row ``rows[i]``); checked on whole arrays, a warm run gives thousands."""
-    if not set(map(type, texts)) <= {str}:
-        bad = next(i for i, text in enumerate(texts) if not isinstance(text, str))
-        raise ValueError(f"the text given for chunk row {rows[bad]} is not its span's")
+    if not set(map(type, texts)) <= {str}:  # else the slower check, which admits subclasses
+        bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
+        if bad is not None:
+            raise ValueError(f"the text given for chunk row {rows[bad]} is not its span's")
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))  # type: ignore[arg-type]
     wrong = np.flatnonzero(lengths != spans[:, 2] - spans[:, 1])
     if wrong.size:

@@ -73,11 +73,18 @@ class IntervalBatch:
         interval is reported by :meth:`from_rows`."""
         if not intervals:
             return cls.from_rows([intervals], codes)
-        docs, starts, ends = zip(*intervals, strict=True)
-        start = np.array(starts, dtype=np.int64)
-        end = np.array(ends, dtype=np.int64)
-        if not ((start >= 0) & (start < end)).all() or not set(docs) <= codes.keys():
+        if any(len(interval) != 3 for interval in intervals):
             return cls.from_rows([intervals], codes)
+        docs, starts, ends = zip(*intervals, strict=True)
+        start, end = np.asarray(starts), np.asarray(ends)
+        if (
+            start.dtype.kind not in "iu"
+            or end.dtype.kind not in "iu"
+            or not ((start >= 0) & (start < end)).all()
+            or not set(docs) <= codes.keys()
+        ):
+            return cls.from_rows([intervals], codes)
+        start, end = start.astype(np.int64), end.astype(np.int64)
         doc = np.fromiter(map(codes.__getitem__, docs), dtype=np.int64, count=len(docs))
         return cls(doc[np.newaxis], start[np.newaxis], end[np.newaxis])
 
