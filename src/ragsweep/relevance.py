@@ -71,9 +71,7 @@ class IntervalBatch:
         """``from_rows([intervals], codes)``, one row, checked and packed as whole arrays:
         a run's retrieved chunks are thousands of intervals. The same errors: a bad
         interval is reported by :meth:`from_rows`."""
-        if not intervals:
-            return cls.from_rows([intervals], codes)
-        if any(len(interval) != 3 for interval in intervals):
+        if not intervals or any(len(interval) != 3 for interval in intervals):
             return cls.from_rows([intervals], codes)
         docs, starts, ends = zip(*intervals, strict=True)
         start, end = np.asarray(starts), np.asarray(ends)
