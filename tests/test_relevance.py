@@ -206,6 +206,34 @@ def test_one_row_packed_as_arrays_equals_the_row_packed_interval_by_interval() -
         assert str(fast_error.value) == str(slow_error.value)
 
 
+def test_coded_intervals_equal_intervals_packed_by_their_codes() -> None:
+    rng = random.Random(11)
+    docs = [f"d{i}" for i in range(6)]
+    intervals = [(rng.choice(docs), s, s + rng.randint(1, 9)) for s in range(0, 300, 3)]
+    codes = {doc: 10 + i for i, doc in enumerate(docs)}  # any codes, not first-seen ones
+    coded = IntervalBatch.from_coded(
+        np.array([codes[d] for d, _, _ in intervals]),
+        np.array([s for _, s, _ in intervals]),
+        np.array([e for _, _, e in intervals]),
+    )
+    packed = IntervalBatch.from_rows([intervals], codes)
+    columns = IntervalBatch.from_columns(*zip(*intervals, strict=True), codes)  # type: ignore[call-arg]
+    for column in ("doc", "start", "end"):
+        assert np.array_equal(getattr(coded, column), getattr(packed, column))
+        assert np.array_equal(getattr(columns, column), getattr(packed, column))
+    empty = IntervalBatch.from_coded(np.empty(0), np.empty(0), np.empty(0))
+    assert empty.take(np.array([[-1, -1]])).present.tolist() == [[False, False]]
+    for doc, start, end, message in (
+        (0, 5, 5, "start < end"),
+        (0, -1, 3, "start < end"),
+        (-1, 0, 3, "negative"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            IntervalBatch.from_coded(np.array([0, doc]), np.array([0, start]), np.array([1, end]))
+    with pytest.raises(ValueError, match="different lengths"):
+        IntervalBatch.from_coded(np.array([0, 1]), np.array([0]), np.array([1]))
+
+
 def test_document_codes_follow_first_appearance_across_lists() -> None:
     assert doc_codes([("b", 0, 1), ("a", 0, 1), ("b", 2, 3)], [("c", 0, 1), ("a", 1, 2)]) == {
         "b": 0,

@@ -13,6 +13,7 @@ import pytest
 from ragsweep.appconfig import plain_config
 from ragsweep.backends.dense import build_dense_index
 from ragsweep.cache import StageCache
+from ragsweep.chunk_table import ChunkColumns
 from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
 from ragsweep.corpus import load_corpus
@@ -65,9 +66,9 @@ def reference_score_cases(
     cases: Sequence[GoldenCase], ranked: Sequence[Ranked], chunks: Sequence[Chunk], cfg: EvalConfig
 ) -> list[tuple[str, dict[str, float] | None, tuple[RetrievedChunk, ...]]]:
     """Scoring before it was restricted to the retrieved chunks: the table of every chunk."""
-    table = [(c.doc, c.start, c.end) for c in chunks]
-    metrics = _answerable_metrics(cases, ranked, table, cfg)
-    retrieved = _retrieved(ranked, [c.id for c in chunks], table)
+    every = ChunkColumns.of(chunks)
+    metrics = _answerable_metrics(cases, ranked, every, cfg)
+    retrieved = _retrieved(ranked, every)
     return [(case.id, metrics.get(i), retrieved[i]) for i, case in enumerate(cases)]
 
 

@@ -4,6 +4,7 @@ gives: the corpus fingerprint, the chunk table, cached rankings without the inde
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import pickle
@@ -19,10 +20,18 @@ import numpy as np
 import pytest
 
 from ragsweep.appconfig import plain_config
+from ragsweep.artifact_store import CHUNKS_FILE
 from ragsweep.artifacts import _JSON_LINE as JSON_LINE
-from ragsweep.artifacts import chunk_line, chunk_row
+from ragsweep.artifacts import (
+    LINES_STAGE,
+    RunCases,
+    StoredLines,
+    chunk_line,
+    chunk_row,
+    write_artifacts,
+)
 from ragsweep.cache import META, StageCache, seal_entry
-from ragsweep.chunk_table import BOUNDS_FILE, ChunkTable, take_rows
+from ragsweep.chunk_table import BOUNDS_FILE, ChunkColumns, ChunkRows, ChunkTable, take_rows
 from ragsweep.chunking import Chunk, chunk_corpus
 from ragsweep.config import ChunkingConfig, CorpusConfig
 from ragsweep.corpus import Corpus, load_corpus
@@ -36,9 +45,9 @@ from ragsweep.corpus_index import (
 )
 from ragsweep.errors import CorpusError
 from ragsweep.index import scope_masker, scope_masker_from_codes
-from ragsweep.pipeline import RunResult, StageOutcome, run_evaluation, run_stages
+from ragsweep.pipeline import RunResult, StageOutcome, run_evaluation, run_facts, run_stages
 from ragsweep.run_config import resolve
-from ragsweep.stages import RETRIEVED_FILE
+from ragsweep.stages import PACKED_ROWS_FILE, PACKED_TEXTS_FILE, RETRIEVED_FILE
 from tests.conftest import ComposeFn
 
 REPO = Path(__file__).resolve().parents[1]
@@ -289,7 +298,7 @@ def test_given_texts_must_be_strings_as_long_as_their_spans(tmp_path: Path) -> N
         table = ChunkTable.from_chunks(corpus, chunks)
         with pytest.raises(ValueError, match=f"chunk row {bad_row} is not its span"):
             table.add_texts(rows, bad_texts)
-        assert table._built == {}  # nothing half given
+        assert table._built == {} and table._texts == {}  # nothing half given
     table = ChunkTable.from_chunks(corpus, chunks)
     table.add_texts(rows, texts)
     assert table.take(rows) == [chunks[row] for row in rows]
@@ -432,7 +441,7 @@ def test_a_rankings_hit_reads_no_document_for_the_retrieved_chunks(
     assert retrieved - evidence_documents(cold)  # some retrieved documents hold no evidence
     warm = run_stages(resolve(plain_config(compose_config(*config))))
     assert warm.cache.stats.stage("rankings").hits == 1
-    assert warm.retrieved == cold.retrieved  # ids, spans, heading paths and texts
+    assert list(warm.retrieved) == list(cold.retrieved)  # ids, spans, heading paths, texts
     assert warm.results == cold.results
     assert documents_read(warm) <= evidence_documents(warm)  # the golden set's, no more
     assert not documents_read(warm) & (retrieved - evidence_documents(warm))
@@ -443,68 +452,80 @@ def rankings_entry(cache_dir: Path) -> Path:
     return entry
 
 
-def reseal(entry: Path) -> None:
+def reseal(entry: Path, stage: str = "rankings") -> None:
     """Record the entry's files as they are now in its meta.json (its key kept), as if the
     stage had written them."""
     meta = json.loads((entry / META).read_text(encoding="utf-8"))
     (entry / META).unlink()
-    seal_entry(entry, "rankings", meta["compute_seconds"], {"key": meta["key"]})
+    seal_entry(entry, stage, meta["compute_seconds"], {"key": meta["key"]})
 
 
-def edit_texts(entry: Path, edit: Callable[[dict[str, Any]], None]) -> None:
-    path = entry / RETRIEVED_FILE
-    stored = json.loads(path.read_text(encoding="ascii"))
-    edit(stored)
-    path.write_text(json.dumps(stored), encoding="ascii")
+def edit_packed(entry: Path, edit: Callable[[str], str]) -> None:
+    path = entry / PACKED_TEXTS_FILE
+    path.write_bytes(edit(path.read_bytes().decode("utf-8", "surrogatepass")).encode("utf-8"))
 
 
-def drop_a_row(stored: dict[str, Any]) -> None:
-    del stored["rows"][0], stored["texts"][0]
+def drop_a_row(entry: Path) -> None:
+    rows = np.load(entry / PACKED_ROWS_FILE)
+    np.save(entry / PACKED_ROWS_FILE, rows[1:])
 
 
-def lengthen_a_text(stored: dict[str, Any]) -> None:
-    stored["texts"][3] += " "
-
-
-def reword_a_text(stored: dict[str, Any]) -> None:
-    text = stored["texts"][0]
-    stored["texts"][0] = ("x" if text[0] != "x" else "y") + text[1:]
+def reword(text: str) -> str:
+    return ("x" if text[0] != "x" else "y") + text[1:]
 
 
 def test_stored_texts_that_are_damaged_or_missing_are_never_served(
     compose_config: ComposeFn, tmp_path: Path
 ) -> None:
     """Every damage to the texts stored with cached rankings gives the cold run's files:
-    an entry written before the texts were stored is served and reads the documents; a
-    missing or changed file (checksum), or a resealed one whose rows or text lengths do
-    not fit the rankings, is discarded and searched again."""
+    an entry written before the texts were stored is served and reads the documents, one
+    that stored them as JSON is served from that; a missing or changed file (checksum),
+    or a resealed one whose rows or text lengths do not fit the rankings, is discarded and
+    searched again."""
     cache_dir = tmp_path / "stage-cache"
     config = [*synthetic_overrides(tmp_path, 120, 40), f"cache.dir={cache_dir}"]
 
     def run(name: str) -> RunResult:
         return run_evaluation(resolve(plain_config(compose_config(*config))), tmp_path / name)
 
+    def served_as_it_is(name: str) -> None:
+        old = run(name)
+        assert run_files(old) == run_files(cold), name
+        assert old.cache_metrics["cache/rankings/hits"] == 1, name
+        assert old.cache_metrics["cache/rankings/corrupt"] == 0, name
+        assert not (entry / PACKED_TEXTS_FILE).exists(), name  # not rebuilt
+
     cold = run("cold")
     entry = rankings_entry(cache_dir)
-    assert (entry / RETRIEVED_FILE).is_file()
+    assert (entry / PACKED_TEXTS_FILE).is_file() and (entry / PACKED_ROWS_FILE).is_file()
+    assert not (entry / RETRIEVED_FILE).exists()
+    shutil.rmtree(cache_dir / LINES_STAGE)  # the files then use the texts
 
+    rows = np.load(entry / PACKED_ROWS_FILE).tolist()
+    packed = (entry / PACKED_TEXTS_FILE).read_bytes().decode("utf-8", "surrogatepass")
+    spans = np.load(next((cache_dir / "chunks").glob("*/*/spans.npy")))[rows]
+    offsets = [0, *np.cumsum(spans[:, 2] - spans[:, 1]).tolist()]
+    texts = [packed[a:b] for a, b in itertools.pairwise(offsets)]
+    (entry / RETRIEVED_FILE).write_text(json.dumps({"rows": rows, "texts": texts}), "ascii")
+    (entry / PACKED_TEXTS_FILE).unlink()
+    (entry / PACKED_ROWS_FILE).unlink()
+    reseal(entry)
+    served_as_it_is("json-entry")
     (entry / RETRIEVED_FILE).unlink()  # an entry stored before the texts were
     reseal(entry)
-    old = run("old-entry")
-    assert run_files(old) == run_files(cold)
-    assert old.cache_metrics["cache/rankings/hits"] == 1
-    assert old.cache_metrics["cache/rankings/corrupt"] == 0
-    assert not (entry / RETRIEVED_FILE).exists()  # served as it is, not rebuilt
+    served_as_it_is("old-entry")
     shutil.rmtree(entry)
     run("rebuilt")  # a miss: stores the texts again
 
     damages: list[tuple[str, Callable[[Path], None]]] = [
-        ("missing", lambda e: (e / RETRIEVED_FILE).unlink()),
-        ("edited", lambda e: edit_texts(e, reword_a_text)),
-        ("other rows", lambda e: (edit_texts(e, drop_a_row), reseal(e))),
-        ("longer text", lambda e: (edit_texts(e, lengthen_a_text), reseal(e))),
+        ("missing", lambda e: (e / PACKED_TEXTS_FILE).unlink()),
+        ("rows missing", lambda e: ((e / PACKED_ROWS_FILE).unlink(), reseal(e))),
+        ("edited", lambda e: edit_packed(e, reword)),
+        ("other rows", lambda e: (drop_a_row(e), reseal(e))),
+        ("longer text", lambda e: (edit_packed(e, lambda t: t + " "), reseal(e))),
     ]
     for name, damage in damages:
+        shutil.rmtree(cache_dir / LINES_STAGE, ignore_errors=True)
         entry = rankings_entry(cache_dir)
         damage(entry)
         again = run(name)
@@ -514,7 +535,98 @@ def test_stored_texts_that_are_damaged_or_missing_are_never_served(
             run_files(cold)["cases.jsonl"]
         ), name
         assert run_files(again)["chunks.jsonl"] == run_files(cold)["chunks.jsonl"], name
-        assert (rankings_entry(cache_dir) / RETRIEVED_FILE).is_file()
+        assert (rankings_entry(cache_dir) / PACKED_TEXTS_FILE).is_file()
+
+
+# --- the retrieved chunks' lines cached for the files -------------------------------------
+
+
+def lines_entries(cache_dir: Path) -> list[Path]:
+    return [p.parent for p in (cache_dir / LINES_STAGE).glob("*/*/meta.json")]
+
+
+def test_a_warm_run_copies_its_chunks_file_from_the_cache_and_never_a_damaged_one(
+    compose_config: ComposeFn, tmp_path: Path
+) -> None:
+    """The first run stores its ``chunks.jsonl`` in the stage cache; a warm run copies it
+    (shown by a resealed entry with other content, which it then writes); a damaged entry
+    is discarded and written anew; a run of other chunks (another depth) gets its own."""
+    cache_dir = tmp_path / "stage-cache"
+    config = [*synthetic_overrides(tmp_path, 120, 40), f"cache.dir={cache_dir}"]
+
+    def run(name: str, *extra: str) -> str:
+        resolved = resolve(plain_config(compose_config(*config, *extra)))
+        return run_files(run_evaluation(resolved, tmp_path / name))["chunks.jsonl"]
+
+    cold = run("cold")
+    (entry,) = lines_entries(cache_dir)
+    assert (entry / CHUNKS_FILE).read_text(encoding="utf-8") == cold
+    marked = cold.replace('"chunk_id"', '"chunk_ID"', 1)
+    (entry / CHUNKS_FILE).write_text(marked, encoding="utf-8")
+    reseal(entry, LINES_STAGE)
+    assert run("resealed") == marked  # copied, not encoded again
+    (entry / CHUNKS_FILE).write_text(cold + "\n", encoding="utf-8")  # not resealed
+    assert run("damaged") == cold
+    (entry,) = lines_entries(cache_dir)
+    assert (entry / CHUNKS_FILE).read_text(encoding="utf-8") == cold
+    shallower = run("shallower", "retrieval.top_k=5", "eval.ks=[1,5]", "eval.budgets=[]")
+    assert len(lines_entries(cache_dir)) == 2
+    assert len(shallower.splitlines()) < len(cold.splitlines())
+
+
+def test_a_warm_run_builds_only_the_top_chunk_of_each_case(
+    compose_config: ComposeFn, tmp_path: Path
+) -> None:
+    """Scoring reads a chunk table's spans, and with the lines cached the files read only
+    each case's top chunk: the other retrieved chunks are never built."""
+    config = [*synthetic_overrides(tmp_path, 120, 40), f"cache.dir={tmp_path / 'stage-cache'}"]
+    cold = run_evaluation(resolve(plain_config(compose_config(*config))), tmp_path / "cold")
+    resolved = resolve(plain_config(compose_config(*config)))
+    warm = run_stages(resolved)
+    table = warm.built.chunks
+    assert isinstance(table, ChunkTable) and isinstance(warm.retrieved, ChunkRows)
+    assert not table._built  # scored from the spans
+    cases = RunCases(
+        warm.cases,
+        warm.results,
+        warm.retrieved,
+        warm.corpus,
+        StoredLines(warm.cache, warm.built.chunk_set),
+    )
+    facts = run_facts(resolved, len(table))
+    write_artifacts(tmp_path / "warm", {}, cases, warm.summary, resolved.cfg.eval, facts)
+    tops = {r.retrieved[0].chunk_id for r in warm.results if r.retrieved}
+    assert {chunk.id for chunk in table._built.values()} == tops
+    assert len(warm.retrieved) > len(tops)
+    for name in (CHUNKS_FILE, "cases_table.json"):
+        assert (tmp_path / "warm" / name).read_bytes() == (cold.output_dir / name).read_bytes()
+
+
+def test_chunk_columns_of_a_table_are_its_chunks_attributes(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    write_docs(path, DOCS)
+    corpus = load_corpus(CorpusConfig(path=str(path)))
+    chunks = chunk_corpus(corpus, ChunkingConfig(mode="fixed", size=8, overlap=0))
+    table = ChunkTable.from_chunks(corpus, chunks)
+    rows = [0, 2, len(chunks) - 1]
+    columns = table.columns(rows)
+    assert (columns.ids, columns.docs, columns.starts, columns.ends) == (
+        [chunks[r].id for r in rows],
+        [chunks[r].doc for r in rows],
+        [chunks[r].start for r in rows],
+        [chunks[r].end for r in rows],
+    )
+    assert columns.coded is not None
+    assert columns.coded.batch.doc[0].tolist() == [corpus.positions[chunks[r].doc] for r in rows]
+    assert table.columns(np.array(rows)) is columns  # the same rows again: not rebuilt
+    assert table.columns([1]).ids == [chunks[1].id]
+    assert ChunkColumns.of([chunks[r] for r in rows]).ids == columns.ids
+    picked = ChunkRows(table, np.array(rows))
+    assert picked.ids == columns.ids and not table._built
+    assert list(picked) == [chunks[r] for r in rows] and picked[-1] == chunks[rows[-1]]
+    assert list(picked.subset([0, 2])) == [chunks[rows[0]], chunks[rows[2]]]
+    with pytest.raises(IndexError):
+        table.columns([len(chunks)])
 
 
 def test_stored_texts_read_back_exactly(tmp_path: Path) -> None:
@@ -530,11 +642,37 @@ def test_stored_texts_read_back_exactly(tmp_path: Path) -> None:
     spans = np.array([[i, 0, len(t), 0] for i, t in enumerate(texts)], dtype=np.int64)
     table = ChunkTable(corpus, spans, [()])
     indices = np.array([[3, 1, -1], [0, 2, 1]])
-    write_retrieved_texts(tmp_path / RETRIEVED_FILE, table, indices)
+    write_retrieved_texts(tmp_path, table, indices)
     fresh = ChunkTable(corpus, spans, [()])
-    read_retrieved_texts(tmp_path / RETRIEVED_FILE, fresh, indices)
-    assert sorted(fresh._built) == [0, 1, 2, 3]
+    read_retrieved_texts(tmp_path, fresh, indices)
+    assert fresh._packed is not None and fresh._packed.rows == [0, 1, 2, 3]
+    assert not fresh._built  # each built when read
     assert [fresh[i] for i in range(4)] == [table[i] for i in range(4)]
+
+
+def test_packed_texts_must_fill_their_spans_of_ascending_rows(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    write_docs(path, DOCS)
+    corpus = load_corpus(CorpusConfig(path=str(path)))
+    chunks = chunk_corpus(corpus, ChunkingConfig(mode="fixed", size=8, overlap=0))
+    rows = [0, 2, 3]
+    packed = "".join(chunks[row].text for row in rows)
+    for bad_rows, bad_packed, message in (
+        (rows, packed + "x", "hold"),
+        (rows, packed[:-1], "hold"),
+        ([2, 0, 3], packed, "ascending"),
+        ([0, 2, 2], packed, "ascending"),
+        ([0, 2, len(chunks)], packed, "outside"),
+    ):
+        table = ChunkTable.from_chunks(corpus, chunks)
+        with pytest.raises(ValueError, match=message):
+            table.add_packed_texts(bad_rows, bad_packed)
+        assert table._packed is None
+    table = ChunkTable.from_chunks(corpus, chunks)
+    table.add_packed_texts(rows, packed)
+    assert table.take([3, 0]) == [chunks[3], chunks[0]]
+    assert table._packed is not None and 1 not in table._packed
+    assert table[1] == chunks[1]  # not given: cut from its document
 
 
 def test_scope_keys_follow_the_documents_of_the_corpus_in_a_scope() -> None:

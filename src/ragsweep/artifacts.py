@@ -9,39 +9,59 @@ the per-case files are cut to a fixed length (:mod:`ragsweep.case_table`)."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring as _json_string  # a str as JSON, non-ASCII kept
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
-from ragsweep import measures
+from ragsweep import hashing, measures
 from ragsweep.artifact_store import CHUNKS_FILE
-from ragsweep.atomic import atomic_writer, write_text_atomic
+from ragsweep.atomic import atomic_writer, write_bytes_atomic, write_text_atomic
+from ragsweep.cache import StageCache
 from ragsweep.case_table import TABLE_FILE, TableLayout, case_fields, case_table
+from ragsweep.chunk_table import ChunkRows, chunk_ids
 from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
 from ragsweep.corpus import Corpus
 from ragsweep.evaluate import CASES_FILE, CaseResult, Summary
 from ragsweep.golden import GoldenCase
-from ragsweep.hashing import sha256_text
+from ragsweep.hashing import sha256_json, sha256_text, source_digest
 from ragsweep.judge import JudgeOutcome
 from ragsweep.report import plot_at_k, render_report
+
+LINES_STAGE = "chunk_lines"
+"""The stage cache's entries of ``chunks.jsonl`` files (:func:`write_chunks_file`)."""
+
+
+@dataclass(frozen=True)
+class StoredLines:
+    """Where a run's ``chunks.jsonl`` is cached: in ``cache``, under the key of the chunk
+    set (:attr:`~ragsweep.pipeline.BuiltIndex.chunk_set`) whose rows the chunks are."""
+
+    cache: StageCache
+    chunk_set: str
 
 
 @dataclass(frozen=True)
 class RunCases:
     """What the per-case files are made of: the golden ``cases`` of the evaluated split
-    and their ``results`` (``results[i]`` is ``cases[i]``'s), the run's ``chunks`` (index
-    order) and the ``corpus`` the evidence text comes from."""
+    and their ``results`` (``results[i]`` is ``cases[i]``'s), the run's retrieved
+    ``chunks`` (index order), the ``corpus`` the evidence text comes from and where the
+    chunks' lines are cached (``lines``; None: they are written without the cache)."""
 
     cases: Sequence[GoldenCase]
     results: Sequence[CaseResult]
     chunks: Sequence[Chunk]
     corpus: Corpus
+    lines: StoredLines | None = None
 
 
 def write_artifacts(
@@ -86,10 +106,11 @@ def write_case_files(
     ``extras[case id]``), ``cases_table.json`` (the same cases as an MLflow table) and
     ``chunks.jsonl`` (the retrieved chunks)."""
     retrieved = retrieved_chunks(run.chunks, run.results)
-    texts = {c.id: c.text for c in retrieved}
     fields = [
-        case_fields(case, result, run.corpus, _top_text(result, texts))
-        for case, result in zip(run.cases, run.results, strict=True)
+        case_fields(case, result, run.corpus, text)
+        for case, result, text in zip(
+            run.cases, run.results, _top_texts(retrieved, run.results), strict=True
+        )
     ]
     write_jsonl(
         output_dir / CASES_FILE,
@@ -100,18 +121,68 @@ def write_case_files(
     )
     table = case_table(TableLayout(eval_cfg.ks, eval_cfg.budgets), fields, run.results)
     write_text_atomic(output_dir / TABLE_FILE, _JSON_LINE.encode(table) + "\n")
-    write_lines(output_dir / CHUNKS_FILE, (chunk_line(c) for c in retrieved))
+    write_chunks_file(output_dir / CHUNKS_FILE, retrieved, run.lines)
 
 
-def _top_text(result: CaseResult, texts: Mapping[str, str]) -> str | None:
-    return texts[result.retrieved[0].chunk_id] if result.retrieved else None
+def _top_texts(chunks: Sequence[Chunk], results: Sequence[CaseResult]) -> list[str | None]:
+    """Each result's top chunk's text, from ``chunks`` (None when nothing was retrieved);
+    only those chunks are read."""
+    position = dict(zip(chunk_ids(chunks), range(len(chunks)), strict=True))
+    return [
+        chunks[position[result.retrieved[0].chunk_id]].text if result.retrieved else None
+        for result in results
+    ]
 
 
-def retrieved_chunks(chunks: Sequence[Chunk], results: Sequence[CaseResult]) -> list[Chunk]:
+def retrieved_chunks(chunks: Sequence[Chunk], results: Sequence[CaseResult]) -> Sequence[Chunk]:
     """The chunks of ``chunks`` that some result retrieved, in ``chunks`` order: at most
-    ``len(results)`` × the retrieval depth, however large the corpus."""
+    ``len(results)`` × the retrieval depth, however large the corpus. Read by id only:
+    :class:`~ragsweep.chunk_table.ChunkRows` stay unbuilt."""
     wanted = {r.chunk_id for result in results for r in result.retrieved}
-    return [c for c in chunks if c.id in wanted]
+    ids = chunk_ids(chunks)
+    keep = [i for i, chunk_id in enumerate(ids) if chunk_id in wanted]
+    if len(keep) == len(ids):  # the usual case: the run's retrieved chunks
+        return chunks
+    if isinstance(chunks, ChunkRows):
+        return chunks.subset(keep)
+    return [chunks[i] for i in keep]
+
+
+def write_chunks_file(path: Path, chunks: Sequence[Chunk], stored: StoredLines | None) -> None:
+    """``chunks.jsonl``: one :func:`chunk_line` per chunk. With ``stored`` and chunks of a
+    chunk table (:class:`~ragsweep.chunk_table.ChunkRows`), the file is copied from the
+    stage cache (:data:`LINES_STAGE`) when a run wrote these chunks before: a warm run
+    retrieves the same chunks, and encoding thousands of lines (~3 µs each) would be
+    most of its file writing. Stored under :func:`lines_key`."""
+    if stored is None or not stored.cache.enabled or not isinstance(chunks, ChunkRows):
+        write_lines(path, map(chunk_line, chunks))
+        return
+    data = stored.cache.get_or_build(
+        LINES_STAGE,
+        lines_key(stored.chunk_set, chunks.rows),
+        lambda folder: write_lines(folder / CHUNKS_FILE, map(chunk_line, chunks)),
+        lambda folder: (folder / CHUNKS_FILE).read_bytes(),
+    )
+    write_bytes_atomic(path, data)
+
+
+def lines_key(chunk_set: str, rows: np.ndarray) -> str:
+    """Key of the ``chunks.jsonl`` of the rows ``rows`` (ascending) of the chunk set
+    ``chunk_set``: which chunks, and the code that writes their lines (this module's and
+    :mod:`ragsweep.hashing`'s source)."""
+    packed = np.ascontiguousarray(rows, dtype="<i8").tobytes()
+    return sha256_json(
+        {
+            "chunk_set": chunk_set,
+            "rows": hashlib.sha256(packed).hexdigest(),
+            "writer": _writer_digest(),
+        }
+    )
+
+
+@functools.cache
+def _writer_digest() -> str:
+    return source_digest(sys.modules[__name__], hashing)
 
 
 def chunk_row(chunk: Chunk) -> dict[str, Any]:

@@ -23,21 +23,34 @@ from ragsweep.errors import OutputError
 def atomic_writer(path: Path) -> Iterator[TextIO]:
     """A UTF-8 text handle whose content replaces ``path`` only once the block completes;
     on any error the temporary file is deleted and ``path`` is left as it was."""
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        with tmp.open("w", encoding="utf-8") as handle:
-            yield handle
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    with _replacing(path) as tmp, tmp.open("w", encoding="utf-8") as handle:
+        yield handle
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` as a whole (see :func:`atomic_writer`)."""
     with atomic_writer(path) as handle:
         handle.write(text)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` as a whole, like :func:`atomic_writer`."""
+    with _replacing(path) as tmp:
+        tmp.write_bytes(data)
+
+
+@contextmanager
+def _replacing(path: Path) -> Iterator[Path]:
+    """A temporary sibling of ``path`` that replaces it once the block completes; on any
+    error it is deleted and ``path`` is left as it was."""
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 @contextmanager

@@ -6,15 +6,20 @@ budget packing, ``cases.jsonl``, ``chunks.jsonl``, the judge), so building one `
 (and slicing its text) per chunk of the corpus would be most of its work: ~8 s for 1M
 chunks. The table keeps the spans as arrays (memory-mapped when loaded from the stage
 cache) and builds a chunk on indexing. Iterating it builds every chunk, which only the
-stages that need every text do (indexed texts, an index build). A warm run whose rankings
-are cached builds its retrieved chunks from the texts stored with them
-(:meth:`ChunkTable.add_texts`), without reading their documents.
+stages that need every text do (indexed texts, an index build). Scoring reads the
+retrieved rows as columns (:meth:`ChunkTable.columns`), building none. A warm run whose
+rankings are cached is given their chunks' texts stored with them
+(:meth:`ChunkTable.add_packed_texts`), and builds a chunk from its text, without reading
+its document, only when something reads it (:class:`ChunkRows`).
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
 
@@ -22,6 +27,7 @@ import numpy as np
 
 from ragsweep.chunking import Chunk, make_chunk
 from ragsweep.corpus import Corpus
+from ragsweep.relevance import IntervalBatch
 
 SPANS_FILE = "spans.npy"
 """``(n_chunks, 4)`` int64: document position in the corpus (its id order), start, end,
@@ -47,6 +53,9 @@ class ChunkTable(Sequence[Chunk]):
         self.spans = spans
         self.headings = tuple(headings)
         self._built: dict[int, Chunk] = {}  # the rows read so far (scoring, then files)
+        self._texts: dict[int, str] = {}  # rows whose text is known (:meth:`add_texts`)
+        self._packed: PackedTexts | None = None  # more of them (:meth:`add_packed_texts`)
+        self._last_columns: tuple[np.ndarray, ChunkColumns] | None = None
 
     @classmethod
     def from_chunks(cls, corpus: Corpus, chunks: Sequence[Chunk]) -> ChunkTable:
@@ -142,7 +151,12 @@ class ChunkTable(Sequence[Chunk]):
         found = self._built.get(row)
         if found is None:
             doc, start, end, heading = self.spans[row].tolist()
-            found = make_chunk(self.corpus.documents[doc], start, end, self.headings[heading])
+            text = self._known_text(row)
+            if text is None:
+                document = self.corpus.documents[doc]
+                found = make_chunk(document, start, end, self.headings[heading])
+            else:
+                found = _known_chunk(self.corpus.ids[doc], start, end, text, self.headings[heading])
             self._built[row] = found
         return found
 
@@ -161,24 +175,46 @@ class ChunkTable(Sequence[Chunk]):
         spans = np.asarray(self.spans[picked]).tolist()
         documents, headings = self.corpus.documents, self.headings
         read_many = getattr(documents, "read_many", None)
-        if read_many is not None:  # the documents of the rows not built yet
-            rows = picked.tolist()
-            read_many({span[0] for row, span in zip(rows, spans, strict=True) if row not in built})
+        rows = picked.tolist()
+        if read_many is not None:  # the documents of the rows neither built nor known
+            read_many(self._unknown_docs(rows, spans))
         taken = []
-        for row, (doc, start, end, heading) in zip(picked.tolist(), spans, strict=True):
+        for row, (doc, start, end, heading) in zip(rows, spans, strict=True):
             chunk = built.get(row)
             if chunk is None:
-                chunk = built[row] = make_chunk(documents[doc], start, end, headings[heading])
+                text = self._known_text(row)
+                chunk = built[row] = (
+                    make_chunk(documents[doc], start, end, headings[heading])
+                    if text is None
+                    else _known_chunk(self.corpus.ids[doc], start, end, text, headings[heading])
+                )
             taken.append(chunk)
         return taken
 
+    def _unknown_docs(self, rows: list[int], spans: list[list[int]]) -> set[int]:
+        """The documents of ``rows`` (with their ``spans``) neither built nor known."""
+        built, texts, packed = self._built, self._texts, self._packed or ()
+        return {
+            span[0]
+            for row, span in zip(rows, spans, strict=True)
+            if row not in built and row not in texts and row not in packed
+        }
+
+    def _known_text(self, row: int) -> str | None:
+        """The given text of ``row`` (:meth:`add_texts`, :meth:`add_packed_texts`)."""
+        text = self._texts.get(row)
+        if text is None and self._packed is not None:
+            return self._packed.get(row)
+        return text
+
     def add_texts(self, rows: Sequence[int], texts: Sequence[str]) -> None:
-        """Build the chunks at ``rows`` from their known ``texts`` (``texts[i]`` is the
-        text of row ``rows[i]``, as cut from its document) instead of from their documents:
-        a warm run's retrieved chunks, whose texts are stored with the cached rankings
-        (:data:`ragsweep.stages.RETRIEVED_FILE`), so their documents are never read. Rows
-        already built are kept. ValueError when a row is outside the table or a text's
-        length is not its span's (texts of another chunk set)."""
+        """Build the chunks at ``rows``, when read, from their known ``texts``
+        (``texts[i]`` is the text of row ``rows[i]``, as cut from its document) instead of
+        from their documents: a warm run's retrieved chunks, whose texts are stored with
+        the cached rankings (:data:`ragsweep.stages.RETRIEVED_FILE`, the older layout), so
+        their documents are never read. Rows already built are kept. ValueError when a row
+        is outside the table or a text's length is not its span's (texts of another chunk
+        set)."""
         picked = np.asarray(rows, dtype=np.int64).reshape(-1)
         if len(texts) != picked.size:
             raise ValueError(f"{len(texts)} texts for {picked.size} chunk rows")
@@ -186,12 +222,60 @@ class ChunkTable(Sequence[Chunk]):
             raise ValueError(f"chunk rows outside 0..{len(self) - 1}")
         spans = np.asarray(self.spans[picked])
         _check_text_lengths(picked, spans, texts)
-        ids, headings, built = self.corpus.ids, self.headings, self._built
-        for row, (doc, start, end, heading), text in zip(
-            picked.tolist(), spans.tolist(), texts, strict=True
-        ):
-            if row not in built:
-                built[row] = _known_chunk(ids[doc], start, end, text, headings[heading])
+        self._texts.update(zip(picked.tolist(), texts, strict=True))
+
+    def add_packed_texts(self, rows: Sequence[int], packed: str) -> None:
+        """:meth:`add_texts` of texts given concatenated in the order of ``rows``
+        (ascending, distinct): each row's text is the next span length of characters, cut
+        only when its chunk is read (a warm run reads few of its retrieved chunks' texts).
+        Replaces texts given packed before. ValueError when a row is outside the table,
+        the rows are not ascending, or ``packed`` is not as long as the spans together
+        (texts of another chunk set)."""
+        picked = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
+            raise ValueError(f"chunk rows outside 0..{len(self) - 1}")
+        if np.any(np.diff(picked) <= 0):
+            raise ValueError("packed chunk texts need ascending, distinct rows")
+        spans = np.asarray(self.spans[picked])
+        ends = np.cumsum(spans[:, 2] - spans[:, 1])
+        total = int(ends[-1]) if ends.size else 0
+        if total != len(packed):
+            raise ValueError(
+                f"the packed texts of {picked.size} chunk rows hold {len(packed)} characters, "
+                f"their spans {total}"
+            )
+        self._packed = PackedTexts(picked.tolist(), [0, *ends.tolist()], packed)
+
+    def columns(self, rows: Sequence[int] | np.ndarray) -> ChunkColumns:
+        """The ids and intervals of the chunks at ``rows`` (non-negative), from the spans
+        alone: no chunk is built and no text or document read (scoring needs no more)."""
+        picked = np.asarray(rows, dtype=np.int64).reshape(-1)
+        last = self._last_columns
+        if last is not None and np.array_equal(last[0], picked):
+            return last[1]  # scoring, then the files, read the same rows
+        if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
+            raise IndexError(f"chunk rows outside 0..{len(self) - 1}")
+        columns = self._columns(picked)
+        self._last_columns = (picked, columns)
+        return columns
+
+    def _columns(self, picked: np.ndarray) -> ChunkColumns:
+        spans = np.asarray(self.spans[picked, :3])
+        ids = self.corpus.ids
+        docs = [ids[doc] for doc in spans[:, 0].tolist()]
+        starts, ends = spans[:, 1].tolist(), spans[:, 2].tolist()
+        return ChunkColumns(
+            ids=[
+                f"{doc}@{start}-{end}" for doc, start, end in zip(docs, starts, ends, strict=True)
+            ],
+            docs=docs,
+            starts=starts,
+            ends=ends,
+            coded=CodedIntervals(
+                IntervalBatch.from_coded(spans[:, 0], spans[:, 1], spans[:, 2]),
+                self.corpus.positions,
+            ),
+        )
 
     def __iter__(self) -> Iterator[Chunk]:
         documents, headings = self.corpus.documents, self.headings
@@ -205,6 +289,26 @@ class ChunkTable(Sequence[Chunk]):
     def doc_positions(self) -> Mapping[str, int]:
         """Each document id's code (:meth:`doc_codes`)."""
         return self.corpus.positions
+
+
+class PackedTexts:
+    """Texts of ascending chunk ``rows`` concatenated (``packed``): row ``rows[i]``'s text
+    is ``packed[offsets[i]:offsets[i + 1]]`` (characters)."""
+
+    def __init__(self, rows: list[int], offsets: list[int], packed: str) -> None:
+        self.rows, self.offsets, self.packed = rows, offsets, packed
+
+    def _position(self, row: int) -> int | None:
+        i = bisect.bisect_left(self.rows, row)
+        return i if i < len(self.rows) and self.rows[i] == row else None
+
+    def __contains__(self, row: object) -> bool:
+        return isinstance(row, int) and self._position(row) is not None
+
+    def get(self, row: int) -> str | None:
+        """Row ``row``'s text, or None when it is not among the rows."""
+        i = self._position(row)
+        return None if i is None else self.packed[self.offsets[i] : self.offsets[i + 1]]
 
 
 def _check_text_lengths(rows: np.ndarray, spans: np.ndarray, texts: Sequence[object]) -> None:
@@ -227,6 +331,99 @@ def _known_chunk(
     ``text[start:end]`` is ``text``; its id is derived from the span the same way (that
     helper is not split in two: chunking.py's source digest is part of every chunks key)."""
     return Chunk(f"{doc_id}@{start}-{end}", doc_id, start, end, text, heading_path)
+
+
+@dataclass(frozen=True)
+class CodedIntervals:
+    """Chunks' intervals with their documents already coded (``batch``, one row), and the
+    code of every document id of their corpus (``codes``: its position), by which other
+    intervals of that corpus (evidence) are coded alike."""
+
+    batch: IntervalBatch
+    codes: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class ChunkColumns:
+    """Chunks as columns: ``ids[i]``, ``docs[i]``, ``starts[i]``, ``ends[i]`` are chunk i's
+    :attr:`~ragsweep.chunking.Chunk.id`, document id and character offsets. ``coded``:
+    the same intervals coded by corpus position (from a chunk table), so scoring need not
+    code every chunk's document id; None for chunks given as objects."""
+
+    ids: list[str]
+    docs: list[str]
+    starts: list[int]
+    ends: list[int]
+    coded: CodedIntervals | None = None
+
+    @classmethod
+    def of(cls, chunks: Iterable[Chunk]) -> ChunkColumns:
+        listed = list(chunks)
+        return cls(
+            ids=[c.id for c in listed],
+            docs=[c.doc for c in listed],
+            starts=[c.start for c in listed],
+            ends=[c.end for c in listed],
+        )
+
+
+class ChunkRows(Sequence[Chunk]):
+    """The chunks of ``table`` at ``rows`` (ascending, distinct), each built on first
+    access: a warm run's retrieved chunks, of which the files read only the top chunk of
+    each case when their ``chunks.jsonl`` lines are cached (:mod:`ragsweep.artifacts`)."""
+
+    def __init__(self, table: ChunkTable, rows: np.ndarray) -> None:
+        self.table = table
+        self.rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Chunk: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Chunk]: ...
+
+    def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(index, slice):
+            return self.table.take(self.rows[index].tolist())
+        return self.table[int(self.rows[index])]
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return iter(self.table.take(self.rows.tolist()))
+
+    @functools.cached_property
+    def ids(self) -> list[str]:
+        """Each chunk's id, in order, without building the chunks."""
+        return self.table.columns(self.rows).ids
+
+    def subset(self, keep: Sequence[int]) -> ChunkRows:
+        """The chunks at positions ``keep`` (ascending) of these."""
+        return ChunkRows(self.table, self.rows[np.asarray(keep, dtype=np.int64)])
+
+
+def chunk_ids(chunks: Sequence[Chunk]) -> list[str]:
+    """The ids of ``chunks`` in order; of :class:`ChunkRows` without building them."""
+    if isinstance(chunks, ChunkRows):
+        return chunks.ids
+    return [c.id for c in chunks]
+
+
+def chunk_columns(chunks: Sequence[Chunk], rows: Sequence[int]) -> ChunkColumns:
+    """The ids and intervals of ``chunks[row]`` for each of ``rows``; of a
+    :class:`ChunkTable` from its spans (:meth:`ChunkTable.columns`)."""
+    if isinstance(chunks, ChunkTable):
+        return chunks.columns(rows)
+    return ChunkColumns.of(chunks[row] for row in rows)
+
+
+def rows_of(chunks: Sequence[Chunk], rows: np.ndarray) -> Sequence[Chunk]:
+    """The chunks at ``rows`` (ascending, distinct) of ``chunks``: of a
+    :class:`ChunkTable` as :class:`ChunkRows`, built on access."""
+    if isinstance(chunks, ChunkTable):
+        return ChunkRows(chunks, rows)
+    return take_rows(chunks, rows.tolist())
 
 
 def take_rows(chunks: Sequence[Chunk], rows: Sequence[int]) -> list[Chunk]:

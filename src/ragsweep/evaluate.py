@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import islice
+from itertools import chain, islice
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ragsweep.artifact_store import CASES_FILE as CASES_FILE
-from ragsweep.chunk_table import take_rows
+from ragsweep.chunk_table import ChunkColumns, chunk_columns
 from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
 from ragsweep.corpus import jsonl_lines
@@ -27,7 +27,7 @@ from ragsweep.metric_keys import key_tags, type_segments
 from ragsweep.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.preprocess import Preprocessor
 from ragsweep.progress import progress_bar
-from ragsweep.relevance import Interval, IntervalBatch, doc_codes
+from ragsweep.relevance import Interval, IntervalBatch, codes_of
 from ragsweep.uncertainty import Bootstrap, Bounds, interval_keys, stratified_intervals
 
 SEARCH_BATCH = 256
@@ -148,10 +148,9 @@ def score_cases(
     if len(ranked) != len(cases):
         raise ValueError(f"{len(ranked)} rankings for {len(cases)} cases")
     used, ranked = _retrieved_only(ranked)
-    picked = take_rows(chunks, used.tolist())
-    table = [(c.doc, c.start, c.end) for c in picked]
-    metrics = _answerable_metrics(cases, ranked, table, cfg)
-    retrieved = _retrieved(ranked, [c.id for c in picked], table)
+    picked = chunk_columns(chunks, used.tolist())  # a chunk table builds no chunk for it
+    metrics = _answerable_metrics(cases, ranked, picked, cfg)
+    retrieved = _retrieved(ranked, picked)
     return tuple(
         CaseResult(
             id=case.id,
@@ -175,13 +174,11 @@ def _retrieved_only(ranked: Sequence[Ranked]) -> tuple[np.ndarray, list[Ranked]]
     return used.astype(np.int64), local
 
 
-def _retrieved(
-    ranked: Sequence[Ranked], ids: Sequence[str], table: Sequence[Interval]
-) -> list[tuple[RetrievedChunk, ...]]:
-    """Each ranking's chunks (``ids[i]`` and ``table[i]``: chunk i's id and interval) with
-    their scores rounded to 6 places, converted in one pass over all rankings: per-ranking
-    numpy calls would cost more than the scoring."""
-    docs, starts, ends = zip(*table, strict=True) if table else ((), (), ())
+def _retrieved(ranked: Sequence[Ranked], picked: ChunkColumns) -> list[tuple[RetrievedChunk, ...]]:
+    """Each ranking's chunks (indices into ``picked``) with their scores rounded to 6
+    places, converted in one pass over all rankings: per-ranking numpy calls would cost
+    more than the scoring."""
+    ids, docs, starts, ends = picked.ids, picked.docs, picked.starts, picked.ends
     lengths = [len(r.indices) for r in ranked]
     flat_indices = np.concatenate([r.indices for r in ranked] or [np.empty(0, np.int64)])
     flat_scores = np.concatenate([r.scores for r in ranked] or [np.empty(0)])
@@ -204,22 +201,22 @@ def _retrieved(
 def _answerable_metrics(
     cases: Sequence[GoldenCase],
     ranked: Sequence[Ranked],
-    table: Sequence[Interval],
+    picked: ChunkColumns,
     cfg: EvalConfig,
 ) -> dict[int, dict[str, float]]:
     """Metrics of the answerable cases, keyed by their position in ``cases``, computed in
-    one batch (see :mod:`ragsweep.metrics`); ``table[i]`` is chunk i's interval."""
+    one batch (see :mod:`ragsweep.metrics`); the rankings index ``picked``."""
     positions = [i for i, case in enumerate(cases) if case.answerable]
     if not positions:
         return {}
     spans = [[(e.doc, e.start, e.end) for e in cases[i].evidence] for i in positions]
-    codes = doc_codes(table, *spans)
+    chunks, codes = _coded_chunks(picked, spans)
     depth = max(1, *(len(ranked[i].indices) for i in positions))
     indices = np.full((len(positions), depth), -1, dtype=np.int64)
     for row, i in enumerate(positions):
         indices[row, : len(ranked[i].indices)] = ranked[i].indices
     columns = metrics_per_case(
-        IntervalBatch.from_intervals(table, codes).take(indices),
+        chunks.take(indices),
         IntervalBatch.from_rows(spans, codes),
         IntervalBatch.from_rows(evidence_union(spans), codes),
         cfg.ks,
@@ -229,6 +226,18 @@ def _answerable_metrics(
     names = list(columns)
     rows = zip(*(columns[name].tolist() for name in names), strict=True)
     return {i: dict(zip(names, row, strict=True)) for i, row in zip(positions, rows, strict=True)}
+
+
+def _coded_chunks(
+    picked: ChunkColumns, spans: Sequence[Sequence[Interval]]
+) -> tuple[IntervalBatch, Mapping[str, int]]:
+    """The chunks' intervals as one batch row, and the document codes the evidence
+    ``spans`` are to be packed with: a chunk table's corpus positions, else codes for the
+    documents of both."""
+    if picked.coded is not None:
+        return picked.coded.batch, picked.coded.codes
+    codes = codes_of(chain(picked.docs, (span[0] for row in spans for span in row)))
+    return IntervalBatch.from_columns(picked.docs, picked.starts, picked.ends, codes), codes
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,13 @@ import numpy as np
 from rich.console import Console
 
 from ragsweep import tags as tag
-from ragsweep.artifacts import RunCases, write_artifacts
+from ragsweep.artifacts import RunCases, StoredLines, write_artifacts
 from ragsweep.atomic import run_dir_errors
 from ragsweep.backends import BACKENDS, Backend
 from ragsweep.background_log import wants_background
 from ragsweep.cache import StageCache
 from ragsweep.case_table import TABLE_FILE
-from ragsweep.chunk_table import ChunkTable, take_rows
+from ragsweep.chunk_table import ChunkTable, rows_of
 from ragsweep.chunking import Chunk
 from ragsweep.corpus import Corpus
 from ragsweep.corpus_index import open_corpus
@@ -151,7 +151,8 @@ class BuiltIndex:
     """A run's chunks, the index over their (preprocessed) text and that index's cache key
     (:func:`~ragsweep.stages.index_key`); ``texts`` are the indexed texts (a reranker reads
     them); ``backend`` is the registered backend that built it (its search code is part of
-    the rankings key).
+    the rankings key); ``chunk_set`` is the key of the chunks themselves (their content:
+    :func:`~ragsweep.stages.chunks_key`, or a backend's own chunks' spans).
 
     ``texts`` and ``index`` are read from the cache (or built) on first use: a warm run
     whose rankings are cached needs neither, and reading them grows with the corpus.
@@ -164,9 +165,11 @@ class BuiltIndex:
         backend: Backend,
         texts: Callable[[], list[str]],
         index: Callable[[Sequence[str]], Index],
+        chunk_set: str,
     ) -> None:
         self.chunks = chunks
         self.key = key
+        self.chunk_set = chunk_set
         self.backend = backend
         self._load_texts = texts
         self._load_index = index
@@ -235,7 +238,7 @@ def build_index(
         with timer.stage("embed_seconds"):
             return backend.cached_index(lazy_texts, built_key, cfg.embedding, provenance, cache)
 
-    return BuiltIndex(chunks, built_key, backend, texts, index)
+    return BuiltIndex(chunks, built_key, backend, texts, index, chunk_set)
 
 
 def _chunks(
@@ -261,11 +264,12 @@ def chunk_scope_masker(chunks: Sequence[Chunk]) -> ScopeMask:
     return scope_masker([c.doc for c in chunks])
 
 
-def retrieved_chunks(chunks: Sequence[Chunk], ranked: Sequence[Ranked]) -> list[Chunk]:
+def retrieved_chunks(chunks: Sequence[Chunk], ranked: Sequence[Ranked]) -> Sequence[Chunk]:
     """The chunks of ``chunks`` some ranking holds, in index order, built from their rows
-    only: at most ``len(ranked)`` × the retrieval depth, however large the corpus."""
+    only (of a chunk table each when first read, :class:`~ragsweep.chunk_table.ChunkRows`):
+    at most ``len(ranked)`` × the retrieval depth, however large the corpus."""
     rows = np.unique(np.concatenate([r.indices for r in ranked] or [np.empty(0, np.int64)]))
-    return take_rows(chunks, rows.tolist())
+    return rows_of(chunks, rows.astype(np.int64))
 
 
 def resolved_positions(built: BuiltIndex) -> Mapping[str, int]:
@@ -281,7 +285,7 @@ def resolved_positions(built: BuiltIndex) -> Mapping[str, int]:
 
 def evaluate_cases(
     cases: Sequence[GoldenCase], built: BuiltIndex, resolved: ResolvedConfig, cache: StageCache
-) -> tuple[tuple[CaseResult, ...], dict[str, float], list[Chunk]]:
+) -> tuple[tuple[CaseResult, ...], dict[str, float], Sequence[Chunk]]:
     """Retrieve for every case (within its scope when enforced) and score it; also return
     the per-stage latency percentiles (:func:`~ragsweep.latency.stage_latency`) with what
     an index measures of its own rankings (``run_metrics``: the ``ann`` recall against
@@ -333,7 +337,7 @@ class StageOutcome:
     """The golden cases of the evaluated split; ``results[i]`` is ``cases[i]``'s."""
     built: BuiltIndex
     results: tuple[CaseResult, ...]
-    retrieved: list[Chunk]
+    retrieved: Sequence[Chunk]
     """The chunks some case retrieved, in index order (what the files and the judge read)."""
     summary: Summary
     judged: JudgeOutcome | None
@@ -396,7 +400,13 @@ def run_evaluation(
         write_artifacts(
             output_dir,
             cfg.source,
-            RunCases(done.cases, done.results, done.retrieved, done.corpus),
+            RunCases(
+                done.cases,
+                done.results,
+                done.retrieved,
+                done.corpus,
+                StoredLines(done.cache, done.built.chunk_set),
+            ),
             done.summary,
             cfg.eval,
             facts,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,16 +74,51 @@ class IntervalBatch:
         if not intervals or any(len(interval) != 3 for interval in intervals):
             return cls.from_rows([intervals], codes)
         docs, starts, ends = zip(*intervals, strict=True)
+        return cls.from_columns(docs, starts, ends, codes)
+
+    @classmethod
+    def from_columns(
+        cls,
+        docs: Sequence[str],
+        starts: Sequence[int],
+        ends: Sequence[int],
+        codes: Mapping[str, int],
+    ) -> IntervalBatch:
+        """:meth:`from_intervals` of the intervals ``(docs[i], starts[i], ends[i])``, given
+        as three columns (no tuple per interval is made), with its errors."""
         start, end = np.asarray(starts), np.asarray(ends)
         if (
-            start.dtype.kind not in "iu"
+            not len(docs)
+            or not len(docs) == len(starts) == len(ends)
+            or start.dtype.kind not in "iu"
             or end.dtype.kind not in "iu"
             or not ((start >= 0) & (start < end)).all()
-            or not set(docs) <= codes.keys()
+            or not codes.keys() >= set(docs)
         ):
-            return cls.from_rows([intervals], codes)
+            return cls.from_rows([list(zip(docs, starts, ends, strict=True))], codes)
         start, end = start.astype(np.int64), end.astype(np.int64)
         doc = np.fromiter(map(codes.__getitem__, docs), dtype=np.int64, count=len(docs))
+        return cls(doc[np.newaxis], start[np.newaxis], end[np.newaxis])
+
+    @classmethod
+    def from_coded(cls, doc: np.ndarray, start: np.ndarray, end: np.ndarray) -> IntervalBatch:
+        """One row of intervals whose documents are codes already (``doc[i]``, an int
+        >= 0), e.g. a chunk table's corpus positions. ValueError for a negative code, and
+        for an empty or negative interval (as :func:`interval_length`)."""
+        doc, start, end = (np.asarray(a, dtype=np.int64).reshape(-1) for a in (doc, start, end))
+        if not len(doc) == len(start) == len(end):
+            raise ValueError("interval columns of different lengths")
+        if not len(doc):
+            return cls.from_rows([[]], {})  # one empty slot, as an empty row packs
+        if doc.size and doc.min() < 0:
+            raise ValueError(f"document code {int(doc.min())} is negative")
+        bad = np.flatnonzero((start < 0) | (start >= end))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(
+                f"interval ({int(start[i])}, {int(end[i])}) of document code {int(doc[i])} "
+                "must satisfy 0 <= start < end"
+            )
         return cls(doc[np.newaxis], start[np.newaxis], end[np.newaxis])
 
     def take(self, indices: np.ndarray) -> IntervalBatch:
@@ -197,7 +232,13 @@ def _expand(batch: IntervalBatch, axis: int) -> tuple[np.ndarray, np.ndarray, np
 
 def doc_codes(*interval_lists: Sequence[Interval]) -> dict[str, int]:
     """Codes for every document id in the given intervals (0, 1, ... in first-seen order)."""
-    docs = itertools.chain.from_iterable(map(_DOC, intervals) for intervals in interval_lists)
+    return codes_of(
+        itertools.chain.from_iterable(map(_DOC, intervals) for intervals in interval_lists)
+    )
+
+
+def codes_of(docs: Iterable[str]) -> dict[str, int]:
+    """Codes for the document ids ``docs`` (0, 1, ... in first-seen order)."""
     first_seen = dict.fromkeys(docs)  # in C: a run codes thousands of chunks
     return dict(zip(first_seen, range(len(first_seen)), strict=True))
 

@@ -48,11 +48,18 @@ from ragsweep.preprocess import Preprocessor
 TEXTS_STAGE = "texts"
 QUERY_SIDE_FILE = "query_side.json"
 """Beside cached rankings: the preprocessing of the index they were searched on."""
+PACKED_TEXTS_FILE = "retrieved_texts.txt"
+"""Beside cached rankings: the text of every chunk the rankings hold, concatenated in row
+order (UTF-8; a lone surrogate, which a JSON corpus can hold, kept as its three bytes), so
+a hit builds those chunks from it without reading their documents (docs/caching.md, "What
+a warm run reads"); at most queries × depth texts. Each text is as long as its span, so
+the spans cut them apart: :meth:`ChunkTable.add_packed_texts`."""
+PACKED_ROWS_FILE = "retrieved_rows.npy"
+"""The rows of :data:`PACKED_TEXTS_FILE`'s texts: the rankings' distinct chunk rows,
+ascending (int64)."""
 RETRIEVED_FILE = "retrieved_texts.json"
-"""Beside cached rankings: ``{"rows": [...], "texts": [...]}``, the text of every chunk
-the rankings hold (rows ascending, each once; JSON with every non-ASCII character escaped,
-so any text reads back exactly). A hit builds those chunks from it without reading their
-documents (docs/caching.md, "What a warm run reads"); at most queries × depth texts."""
+"""What rankings entries stored before :data:`PACKED_TEXTS_FILE` hold instead (still read):
+``{"rows": [...], "texts": [...]}``, JSON with every non-ASCII character escaped."""
 
 
 def chunks_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
@@ -218,7 +225,7 @@ def cached_rankings(
             split = np.array([[t for _, t in r.stages] for r in ranked], dtype=np.float64)
             np.save(folder / "stage_seconds.npy", split, allow_pickle=False)
         if chunks is not None:
-            write_retrieved_texts(folder / RETRIEVED_FILE, chunks, indices)
+            write_retrieved_texts(folder, chunks, indices)
 
     def load(folder: Path) -> list[Ranked]:
         _check_query_preprocess(folder, query_preprocess)
@@ -228,7 +235,7 @@ def cached_rankings(
         if indices.shape != (len(queries), top_k) or len(seconds) != len(queries):
             raise DriftError(f"cached rankings {folder} do not match {len(queries)} queries")
         if isinstance(chunks, ChunkTable):
-            read_retrieved_texts(folder / RETRIEVED_FILE, chunks, indices)
+            read_retrieved_texts(folder, chunks, indices)
         lengths = (indices >= 0).sum(axis=1).tolist()
         split = _stage_seconds(folder, len(queries))
         return [
@@ -244,21 +251,33 @@ def _held_rows(indices: np.ndarray) -> np.ndarray:
     return np.unique(indices[indices >= 0])
 
 
-def write_retrieved_texts(path: Path, chunks: Sequence[Chunk], indices: np.ndarray) -> None:
-    """:data:`RETRIEVED_FILE`: the texts of the chunks at the rows ``indices`` hold."""
-    rows = _held_rows(indices).tolist()
-    texts = [chunk.text for chunk in take_rows(chunks, rows)]
-    path.write_text(json.dumps({"rows": rows, "texts": texts}), encoding="ascii")
+def write_retrieved_texts(folder: Path, chunks: Sequence[Chunk], indices: np.ndarray) -> None:
+    """:data:`PACKED_TEXTS_FILE` and :data:`PACKED_ROWS_FILE` in ``folder``: the texts of
+    the chunks at the rows ``indices`` hold."""
+    rows = _held_rows(indices)
+    packed = "".join(chunk.text for chunk in take_rows(chunks, rows.tolist()))
+    (folder / PACKED_TEXTS_FILE).write_bytes(packed.encode("utf-8", "surrogatepass"))
+    np.save(folder / PACKED_ROWS_FILE, rows.astype(np.int64), allow_pickle=False)
 
 
-def read_retrieved_texts(path: Path, chunks: ChunkTable, indices: np.ndarray) -> None:
-    """Give ``chunks`` the stored texts of the rows ``indices`` hold. No file (an entry
-    written before it was stored): nothing is given, the chunks are read from their
-    documents. A file whose rows are not those of the rankings, or whose texts do not
-    fit their spans, is a ValueError: the entry is malformed (discarded and searched
+def read_retrieved_texts(folder: Path, chunks: ChunkTable, indices: np.ndarray) -> None:
+    """Give ``chunks`` the stored texts of the rows ``indices`` hold. Neither file (an
+    entry written before they were stored): nothing is given, the chunks are read from
+    their documents. Stored rows that are not those of the rankings, or texts that do
+    not fit their spans, are a ValueError: the entry is malformed (discarded and searched
     again), never served with the wrong texts."""
-    if not path.is_file():
-        return
+    packed = folder / PACKED_TEXTS_FILE
+    if packed.is_file():
+        rows = np.load(folder / PACKED_ROWS_FILE, allow_pickle=False)
+        if not np.array_equal(rows, _held_rows(indices)):
+            raise ValueError(f"{PACKED_ROWS_FILE} holds other chunk rows than the rankings")
+        chunks.add_packed_texts(rows, packed.read_bytes().decode("utf-8", "surrogatepass"))
+    elif (folder / RETRIEVED_FILE).is_file():
+        _read_json_texts(folder / RETRIEVED_FILE, chunks, indices)
+
+
+def _read_json_texts(path: Path, chunks: ChunkTable, indices: np.ndarray) -> None:
+    """:func:`read_retrieved_texts` of an entry's :data:`RETRIEVED_FILE`."""
     with gc_paused():  # thousands of chunks, no cycles
         stored = json.loads(path.read_text(encoding="ascii"))
         rows, texts = stored["rows"], stored["texts"]
