@@ -241,5 +241,6 @@ def test_a_warm_corpus_decodes_no_id_it_is_not_asked_for(tmp_path: Path) -> None
     assert lazy.ids[12] == "doc-0012"
     documents = lazy.documents
     assert isinstance(documents, JsonlDocuments) and isinstance(documents.ids, IdTable)
-    assert isinstance(documents.ids.table, np.memmap) and isinstance(documents.lines, np.memmap)
+    assert isinstance(documents.ids.table.base, np.memmap)
+    assert isinstance(documents.lines.base, np.memmap)
     assert sorted(documents._read) == [7]

@@ -104,7 +104,7 @@ def open_corpus(cfg: CorpusConfig, cache: StageCache, trust_mtime: bool) -> Corp
         if read:
             return read[0]
         ids = read_ids(folder)
-        lines = np.load(folder / LINES_FILE, mmap_mode="r", allow_pickle=False)
+        lines = mapped(folder / LINES_FILE)
         content = json.loads((folder / HASH_FILE).read_text(encoding="utf-8"))["content_hash"]
         if not isinstance(content, str) or lines.shape != (len(ids), 2) or not len(ids):
             raise ValueError("corpus index does not match its ids")
@@ -148,11 +148,18 @@ def id_table(encoded: Sequence[bytes]) -> np.ndarray | None:
     return table
 
 
+def mapped(path: Path) -> np.ndarray:
+    """The array in the ``.npy`` file ``path``, memory-mapped read-only, as a plain ndarray:
+    indexing an ``np.memmap`` goes through its Python ``__getitem__`` (~1.6 µs a row
+    against ~0.2 µs), and a warm run indexes a few thousand rows one at a time."""
+    return np.asarray(np.load(path, mmap_mode="r", allow_pickle=False))
+
+
 def read_ids(folder: Path) -> Sequence[str]:
     """The ids :func:`write_ids` stored in ``folder`` (any of the three files): an
     :class:`IdTable` over the memory-mapped :data:`ID_TABLE_FILE`, else a tuple."""
     if (folder / ID_TABLE_FILE).is_file():
-        return IdTable(np.load(folder / ID_TABLE_FILE, mmap_mode="r", allow_pickle=False))
+        return IdTable(mapped(folder / ID_TABLE_FILE))
     if (folder / IDS_FILE).is_file():
         text = (folder / IDS_FILE).read_bytes().decode("utf-8", "surrogatepass")
         return tuple(text.split("\n"))
@@ -170,8 +177,7 @@ class IdTable(Sequence[str]):
         if table.ndim != 1 or table.dtype.kind != "S" or not len(table):
             raise ValueError(f"{ID_TABLE_FILE}: expected ids as bytes, got {table.dtype}")
         self.table = table
-        # one id as bytes: ~3x faster than indexing a memory map
-        self._item: Callable[[int], bytes] = table.item
+        self._item: Callable[[int], bytes] = table.item  # one id as bytes, no numpy scalar
 
     def __len__(self) -> int:
         return len(self.table)
