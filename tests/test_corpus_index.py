@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ragsweep.cache import META, VERIFIED, StageCache, seal_entry
-from ragsweep.config import CorpusConfig
+from ragsweep.config import CorpusConfig, GoldenConfig
 from ragsweep.corpus import Corpus, load_corpus
 from ragsweep.corpus_index import (
     ID_TABLE_FILE,
@@ -28,6 +28,8 @@ from ragsweep.corpus_index import (
     read_ids,
     write_ids,
 )
+from ragsweep.errors import GoldenError
+from ragsweep.golden import load_golden
 
 ID_FILES = (ID_TABLE_FILE, IDS_FILE, JSON_IDS_FILE)
 
@@ -244,3 +246,21 @@ def test_a_warm_corpus_decodes_no_id_it_is_not_asked_for(tmp_path: Path) -> None
     assert isinstance(documents.ids.table.base, np.memmap)
     assert isinstance(documents.lines.base, np.memmap)
     assert sorted(documents._read) == [7]
+
+
+def test_an_unknown_evidence_document_is_named_with_the_closest_id_of_a_warm_corpus(
+    tmp_path: Path,
+) -> None:
+    """The golden set's hint lists every id (the one caller of a warm run that does)."""
+    cfg = write_corpus(tmp_path / "corpus.jsonl", PLAIN)
+    lazy, _ = built_and_warm(tmp_path, cfg)
+    assert isinstance(lazy.ids, IdTable)
+    golden = tmp_path / "golden.jsonl"
+    case = {"id": "q1", "question": "which?", "evidence": [{"doc": "doc-00x7", "quote": "text"}]}
+    golden.write_text(json.dumps(case) + "\n", encoding="utf-8")
+    with pytest.raises(GoldenError, match=r"unknown doc 'doc-00x7'.*did you mean 'doc-00"):
+        load_golden(GoldenConfig(path=str(golden)), lazy)
+    case["evidence"] = [{"doc": "doc-0017", "quote": "text 17"}]
+    golden.write_text(json.dumps(case) + "\n", encoding="utf-8")
+    (found,) = load_golden(GoldenConfig(path=str(golden)), lazy).cases
+    assert [(e.doc, e.start) for e in found.evidence] == [("doc-0017", 0)]
