@@ -261,8 +261,7 @@ class ChunkTable(Sequence[Chunk]):
 
     def _columns(self, picked: np.ndarray) -> ChunkColumns:
         spans = np.asarray(self.spans[picked, :3])
-        ids = self.corpus.ids
-        docs = [ids[doc] for doc in spans[:, 0].tolist()]
+        docs = ids_at(self.corpus.ids, spans[:, 0])
         starts, ends = spans[:, 1].tolist(), spans[:, 2].tolist()
         return ChunkColumns(
             ids=[
@@ -401,6 +400,16 @@ class ChunkRows(Sequence[Chunk]):
     def subset(self, keep: Sequence[int]) -> ChunkRows:
         """The chunks at positions ``keep`` (ascending) of these."""
         return ChunkRows(self.table, self.rows[np.asarray(keep, dtype=np.int64)])
+
+
+def ids_at(ids: Sequence[str], positions: np.ndarray) -> list[str]:
+    """``[ids[p] for p in positions]``; in one go for ids that can (a memory-mapped id
+    table: :meth:`~ragsweep.corpus_index.IdTable.take`)."""
+    take = getattr(ids, "take", None)
+    if take is not None:
+        taken: list[str] = take(positions)
+        return taken
+    return [ids[p] for p in positions.tolist()]
 
 
 def chunk_ids(chunks: Sequence[Chunk]) -> list[str]:

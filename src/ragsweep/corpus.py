@@ -50,20 +50,25 @@ class Corpus:
     known_hash: str | None = field(default=None, compare=False)
 
     @functools.cached_property
-    def ids(self) -> tuple[str, ...]:
-        """Every document id, in corpus order."""
+    def ids(self) -> Sequence[str]:
+        """Every document id, in corpus order: the reader's own sequence when it keeps one
+        (a lazily read JSONL file decodes each id on use, so a warm run does not decode
+        every id of a large corpus to look up a few hundred)."""
         listed = getattr(self.documents, "ids", None)
-        return tuple(listed) if listed is not None else tuple(d.id for d in self.documents)
+        return listed if listed is not None else tuple(d.id for d in self.documents)
 
     @functools.cached_property
     def positions(self) -> Mapping[str, int]:
-        """Each document id's position in corpus order. Ids in sorted order (as
+        """Each document id's position in corpus order: the reader's own lookup when it has
+        one (a lazily read JSONL file searches its stored ids). Ids in sorted order (as
         :func:`load_corpus` keeps them) are found by binary search, without building a
         dictionary of every id (a warm run looks up a few thousand of them)."""
+        found = getattr(self.documents, "positions", None)
+        if found is not None:
+            return found
         ids = self.ids
-        known = getattr(self.documents, "ids_sorted", False)  # a reader that knows its order
-        if known or all(map(operator.lt, ids, itertools.islice(ids, 1, None))):  # C: ~2x pairwise
-            return _SortedPositions(ids)
+        if all(map(operator.lt, ids, itertools.islice(ids, 1, None))):  # C: ~2x pairwise
+            return SortedPositions(ids)
         return {doc_id: i for i, doc_id in enumerate(ids)}
 
     def __len__(self) -> int:
@@ -97,7 +102,7 @@ class Corpus:
         return sha256_parts(p for d in self.documents for p in (d.id, d.text))
 
 
-class _SortedPositions(Mapping[str, int]):
+class SortedPositions(Mapping[str, int]):
     """``{id: position}`` over ids in strictly increasing order, by binary search."""
 
     def __init__(self, ids: Sequence[str]) -> None:
