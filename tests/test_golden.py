@@ -390,7 +390,9 @@ def test_invalid_json_names_the_line(tmp_path: Path, corpus: Corpus) -> None:
 def test_invalid_utf8_names_the_line(tmp_path: Path, corpus: Corpus) -> None:
     path = tmp_path / "golden.jsonl"
     path.write_bytes(json.dumps(case()).encode() + b'\n{"id": "caf\xe9"}\n')
-    with pytest.raises(GoldenError, match=r"golden\.jsonl:2: not valid UTF-8"):
+    with pytest.raises(
+        GoldenError, match=r"golden\.jsonl:2: not valid UTF-8 \(byte 0xe9 at column 12\)"
+    ):
         load_golden(GoldenConfig(path=str(path)), corpus)
 
 

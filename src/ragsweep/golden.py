@@ -18,6 +18,7 @@ import difflib
 import functools
 import hashlib
 import json
+import re
 import unicodedata
 from array import array
 from collections.abc import Iterator, Sequence
@@ -343,12 +344,16 @@ def _lines(data: bytes) -> list[str]:
     return jsonl_lines(data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "surrogateescape"))
 
 
+_UNDECODED = re.compile("[\udc80-\udcff]")
+"""A byte that was not UTF-8, as :func:`_lines` keeps it (``surrogateescape``)."""
+
+
 def _record(line: str, where: _Where) -> Any:
     """The JSON value on ``line``; None for a blank line."""
-    bad = next((i for i, char in enumerate(line) if "\udc80" <= char <= "\udcff"), None)
+    bad = _UNDECODED.search(line)  # in C: a golden line can be thousands of characters
     if bad is not None:
         raise where.error(
-            f"not valid UTF-8 (byte 0x{ord(line[bad]) - 0xDC00:02x} at column {bad + 1})"
+            f"not valid UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02x} at column {bad.start() + 1})"
         )
     if not line.strip():
         return None
