@@ -395,16 +395,42 @@ def warm_rounds(work: Path, backend: str, sizes: list[int], rounds: int) -> dict
         figures = {
             "ms_per_case": [r["ms_per_case"] for r in mine],
             "cpu_seconds": [r["cpu_seconds"] for r in mine],
-            "cpu_without_store": [
-                round(r["cpu_seconds"] - r["cpu_stages"].get("store_seconds", 0.0), 3) for r in mine
-            ],
+            "cpu_without_store": [cpu_without_store(r) for r in mine],
             "peak_rss_mb": [r["peak_rss_mb"] for r in mine],
+            **{
+                f"cpu_{stage}": [r["cpu_stages"].get(stage, 0.0) for r in mine]
+                for stage in ("load_seconds", "chunk_seconds", "eval_seconds", "artifacts_seconds")
+            },
         }
         summary[str(n)] = {
             name: {"median": statistics.median(v), "min": min(v), "max": max(v)}
             for name, v in figures.items()
         }
+        summary[str(n)]["per_round_ratio_to_smallest"] = paired_ratios(rows, sizes[0], n)
     return {"backend": backend, "rounds": rounds, "rows": rows, "summary": summary}
+
+
+def cpu_without_store(row: dict[str, Any]) -> float:
+    """A run's CPU seconds without ``store`` (importing and opening MLflow)."""
+    return round(row["cpu_seconds"] - row["cpu_stages"].get("store_seconds", 0.0), 3)
+
+
+def paired_ratios(rows: list[dict[str, Any]], smallest: int, n: int) -> dict[str, Any]:
+    """Per round, size ``n``'s wall ms per case and CPU without ``store`` over the smallest
+    size's of the same round (run back to back, so under the same load), and their
+    medians: the figure the warm target is read from (not slower: at most 1)."""
+    by_round: dict[int, dict[int, dict[str, Any]]] = {}
+    for row in rows:
+        by_round.setdefault(row["round"], {})[row["n_chunks_target"]] = row
+    pairs = [(sizes[smallest], sizes[n]) for sizes in by_round.values()]
+    wall = [round(big["ms_per_case"] / small["ms_per_case"], 3) for small, big in pairs]
+    cpu = [round(cpu_without_store(big) / cpu_without_store(small), 3) for small, big in pairs]
+    return {
+        "ms_per_case": wall,
+        "ms_per_case_median": statistics.median(wall),
+        "cpu_without_store": cpu,
+        "cpu_without_store_median": statistics.median(cpu),
+    }
 
 
 def exponents(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
