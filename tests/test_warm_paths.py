@@ -29,6 +29,7 @@ from ragsweep.artifacts import (
     chunk_line,
     chunk_row,
     write_artifacts,
+    write_lines,
 )
 from ragsweep.cache import META, StageCache, seal_entry
 from ragsweep.chunk_table import BOUNDS_FILE, ChunkColumns, ChunkRows, ChunkTable, take_rows
@@ -575,6 +576,34 @@ def test_a_warm_run_copies_its_chunks_file_from_the_cache_and_never_a_damaged_on
     assert len(shallower.splitlines()) < len(cold.splitlines())
 
 
+def test_lone_surrogates_are_written_as_json_escapes(tmp_path: Path) -> None:
+    """A JSON corpus or golden set can hold a lone surrogate (``\\ud800``): a JSON lines
+    file holds it as its escape, stays UTF-8 and reads back the same text."""
+    chunk = Chunk("d@0-4", "d", 0, 4, "a\ud800b\udfff", ("T\udc00",))
+    path = tmp_path / "chunks.jsonl"
+    write_lines(path, [chunk_line(chunk)])
+    raw = path.read_bytes()
+    assert b"a\\ud800b\\udfff" in raw and b"T\\udc00" in raw
+    row = json.loads(raw.decode("utf-8"))  # strict UTF-8
+    assert row["text"] == chunk.text and row["heading_path"] == ["T\udc00"]
+
+
+def test_a_store_that_fails_while_the_files_are_written_leaves_them_whole(
+    compose_config: ComposeFn, tmp_path: Path
+) -> None:
+    """The chunk lines' cache entry cannot be stored (its stage folder is a file): the run
+    warns and writes ``chunks.jsonl`` itself, instead of losing its scored files."""
+    cache_dir = tmp_path / "stage-cache"
+    config = [*synthetic_overrides(tmp_path, 120, 40), f"cache.dir={cache_dir}"]
+    off = run_evaluation(
+        resolve(plain_config(compose_config(*config, "cache.enabled=false"))), tmp_path / "off"
+    )
+    cache_dir.mkdir()
+    (cache_dir / LINES_STAGE).write_text("not a folder", encoding="utf-8")
+    failing = run_evaluation(resolve(plain_config(compose_config(*config))), tmp_path / "run")
+    assert run_files(failing)["chunks.jsonl"] == run_files(off)["chunks.jsonl"]
+
+
 def test_a_warm_run_builds_only_the_top_chunk_of_each_case(
     compose_config: ComposeFn, tmp_path: Path
 ) -> None:
@@ -620,6 +649,10 @@ def test_chunk_columns_of_a_table_are_its_chunks_attributes(tmp_path: Path) -> N
     assert columns.coded is not None
     assert columns.coded.batch.doc[0].tolist() == [corpus.positions[chunks[r].doc] for r in rows]
     assert table.columns(np.array(rows)) is columns  # the same rows again: not rebuilt
+    reused = np.array([1, 2])
+    assert table.columns(reused).ids == [chunks[1].id, chunks[2].id]
+    reused[:] = [0, 3]  # the caller refills its array: the memo is not fooled
+    assert table.columns(reused).ids == [chunks[0].id, chunks[3].id]
     assert table.columns([1]).ids == [chunks[1].id]
     assert ChunkColumns.of([chunks[r] for r in rows]).ids == columns.ids
     picked = ChunkRows(table, np.array(rows))

@@ -9,9 +9,11 @@ the per-case files are cut to a fixed length (:mod:`ragsweep.case_table`)."""
 
 from __future__ import annotations
 
+import codecs
 import functools
 import hashlib
 import json
+import logging
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ragsweep import hashing, measures
+from ragsweep import atomic, chunk_table, hashing, measures
 from ragsweep.artifact_store import CHUNKS_FILE
 from ragsweep.atomic import atomic_writer, write_bytes_atomic, write_text_atomic
 from ragsweep.cache import StageCache
@@ -31,11 +33,14 @@ from ragsweep.chunk_table import ChunkRows, chunk_ids
 from ragsweep.chunking import Chunk
 from ragsweep.config import EvalConfig
 from ragsweep.corpus import Corpus
+from ragsweep.errors import CacheError
 from ragsweep.evaluate import CASES_FILE, CaseResult, Summary
 from ragsweep.golden import GoldenCase
 from ragsweep.hashing import sha256_json, sha256_text, source_digest
 from ragsweep.judge import JudgeOutcome
 from ragsweep.report import plot_at_k, render_report
+
+log = logging.getLogger(__name__)
 
 LINES_STAGE = "chunk_lines"
 """The stage cache's entries of ``chunks.jsonl`` files (:func:`write_chunks_file`)."""
@@ -120,7 +125,7 @@ def write_case_files(
         ),
     )
     table = case_table(TableLayout(eval_cfg.ks, eval_cfg.budgets), fields, run.results)
-    write_text_atomic(output_dir / TABLE_FILE, _JSON_LINE.encode(table) + "\n")
+    write_lines(output_dir / TABLE_FILE, [_JSON_LINE.encode(table) + "\n"])
     write_chunks_file(output_dir / CHUNKS_FILE, retrieved, run.lines)
 
 
@@ -157,19 +162,25 @@ def write_chunks_file(path: Path, chunks: Sequence[Chunk], stored: StoredLines |
     if stored is None or not stored.cache.enabled or not isinstance(chunks, ChunkRows):
         write_lines(path, map(chunk_line, chunks))
         return
-    data = stored.cache.get_or_build(
-        LINES_STAGE,
-        lines_key(stored.chunk_set, chunks.rows),
-        lambda folder: write_lines(folder / CHUNKS_FILE, map(chunk_line, chunks)),
-        lambda folder: (folder / CHUNKS_FILE).read_bytes(),
-    )
+    try:
+        data = stored.cache.get_or_build(
+            LINES_STAGE,
+            lines_key(stored.chunk_set, chunks.rows),
+            lambda folder: write_lines(folder / CHUNKS_FILE, map(chunk_line, chunks)),
+            lambda folder: (folder / CHUNKS_FILE).read_bytes(),
+        )
+    except (OSError, CacheError) as exc:  # the run is scored: a store failing now loses no file
+        log.warning("cache: %s not stored (%s); written without the cache", CHUNKS_FILE, exc)
+        write_lines(path, map(chunk_line, chunks))
+        return
     write_bytes_atomic(path, data)
 
 
 def lines_key(chunk_set: str, rows: np.ndarray) -> str:
     """Key of the ``chunks.jsonl`` of the rows ``rows`` (ascending) of the chunk set
-    ``chunk_set``: which chunks, and the code that writes their lines (this module's and
-    :mod:`ragsweep.hashing`'s source)."""
+    ``chunk_set``: which chunks, and the code that builds and writes their lines (the
+    source of this module, :mod:`ragsweep.hashing`, :mod:`ragsweep.chunk_table` and
+    :mod:`ragsweep.atomic`)."""
     packed = np.ascontiguousarray(rows, dtype="<i8").tobytes()
     return sha256_json(
         {
@@ -182,7 +193,7 @@ def lines_key(chunk_set: str, rows: np.ndarray) -> str:
 
 @functools.cache
 def _writer_digest() -> str:
-    return source_digest(sys.modules[__name__], hashing)
+    return source_digest(sys.modules[__name__], hashing, chunk_table, atomic)
 
 
 def chunk_row(chunk: Chunk) -> dict[str, Any]:
@@ -226,7 +237,27 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
 
 
 def write_lines(path: Path, lines: Iterable[str]) -> None:
-    """``lines`` (each ending in a newline) as a UTF-8 file, written like
-    :func:`write_jsonl`."""
-    with atomic_writer(path) as handle:
+    """``lines`` of JSON (each ending in a newline) as a UTF-8 file, written like
+    :func:`write_jsonl`; a lone surrogate (a JSON corpus or golden set can hold one) is
+    written as its JSON escape, so the file is UTF-8 and reads back the same value."""
+    with atomic_writer(path, errors=_json_escape()) as handle:
         handle.writelines(lines)
+
+
+def _escape_surrogates(error: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: the characters UTF-8 cannot encode (lone surrogates, which in
+    our JSON are only ever inside strings) as ``\\uXXXX`` escapes."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    bad = error.object[error.start : error.end]
+    return "".join(f"\\u{ord(char):04x}" for char in bad), error.end
+
+
+@functools.cache
+def _json_escape() -> str:
+    """The name of :func:`_escape_surrogates`, registered on first use."""
+    codecs.register_error(_JSON_ESCAPE, _escape_surrogates)
+    return _JSON_ESCAPE
+
+
+_JSON_ESCAPE = "ragsweep.json_escape"

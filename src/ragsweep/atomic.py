@@ -20,10 +20,11 @@ from ragsweep.errors import OutputError
 
 
 @contextmanager
-def atomic_writer(path: Path) -> Iterator[TextIO]:
+def atomic_writer(path: Path, errors: str = "strict") -> Iterator[TextIO]:
     """A UTF-8 text handle whose content replaces ``path`` only once the block completes;
-    on any error the temporary file is deleted and ``path`` is left as it was."""
-    with _replacing(path) as tmp, tmp.open("w", encoding="utf-8") as handle:
+    on any error the temporary file is deleted and ``path`` is left as it was. ``errors``:
+    the codec error handler for what UTF-8 cannot encode (lone surrogates)."""
+    with _replacing(path) as tmp, tmp.open("w", encoding="utf-8", errors=errors) as handle:
         yield handle
 
 

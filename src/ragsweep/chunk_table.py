@@ -248,7 +248,8 @@ class ChunkTable(Sequence[Chunk]):
 
     def columns(self, rows: Sequence[int] | np.ndarray) -> ChunkColumns:
         """The ids and intervals of the chunks at ``rows`` (non-negative), from the spans
-        alone: no chunk is built and no text or document read (scoring needs no more)."""
+        alone: no chunk is built and no text or document read (scoring needs no more).
+        The same rows twice give the same object (scoring, then the files): read-only."""
         picked = np.asarray(rows, dtype=np.int64).reshape(-1)
         last = self._last_columns
         if last is not None and np.array_equal(last[0], picked):
@@ -256,7 +257,7 @@ class ChunkTable(Sequence[Chunk]):
         if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
             raise IndexError(f"chunk rows outside 0..{len(self) - 1}")
         columns = self._columns(picked)
-        self._last_columns = (picked, columns)
+        self._last_columns = (picked.copy(), columns)  # the caller may reuse its array
         return columns
 
     def _columns(self, picked: np.ndarray) -> ChunkColumns:

@@ -39,7 +39,9 @@ def canonical_json(value: Any) -> str:
 
 
 def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """sha256 hex digest of ``text`` as UTF-8 (a lone surrogate, which a JSON file can
+    hold, as its three bytes: the digest of any other text is unchanged)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def sha256_json(value: Any) -> str:
@@ -59,7 +61,7 @@ def sha256_parts(parts: Iterable[str]) -> str:
     """Digest of a sequence of strings, length-prefixed so that boundaries are unambiguous."""
     digest = hashlib.sha256()
     for part in parts:
-        data = part.encode("utf-8")
+        data = part.encode("utf-8", "surrogatepass")  # as sha256_text
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
     return digest.hexdigest()

@@ -201,10 +201,12 @@ def cached_rankings(
     so drifted query preprocessing fails either way.
 
     With ``chunks`` (the indexed chunks the rankings point into), the texts of the chunks
-    the rankings hold are stored with them (:data:`RETRIEVED_FILE`), and a hit gives them
-    to a :class:`ChunkTable` (:meth:`ChunkTable.add_texts`), so reading the retrieved
-    chunks reads no document. An entry stored before that file existed is still served:
-    its chunks are then read from their documents.
+    the rankings hold are stored with them (:data:`PACKED_TEXTS_FILE`,
+    :data:`PACKED_ROWS_FILE`), and a hit gives them to a :class:`ChunkTable`
+    (:meth:`ChunkTable.add_packed_texts`), so reading the retrieved chunks reads no
+    document. An entry holding the older :data:`RETRIEVED_FILE` is served from it; one
+    stored before either existed is still served: its chunks are then read from their
+    documents.
     """
 
     def build(folder: Path) -> None:
