@@ -32,7 +32,14 @@ from ragsweep.artifacts import (
     write_lines,
 )
 from ragsweep.cache import META, StageCache, seal_entry
-from ragsweep.chunk_table import BOUNDS_FILE, ChunkColumns, ChunkRows, ChunkTable, take_rows
+from ragsweep.chunk_table import (
+    BOUNDS_FILE,
+    ChunkColumns,
+    ChunkRows,
+    ChunkTable,
+    KnownRows,
+    take_rows,
+)
 from ragsweep.chunking import Chunk, chunk_corpus
 from ragsweep.config import ChunkingConfig, CorpusConfig
 from ragsweep.corpus import Corpus, load_corpus
@@ -49,7 +56,13 @@ from ragsweep.errors import CorpusError
 from ragsweep.index import scope_masker, scope_masker_from_codes
 from ragsweep.pipeline import RunResult, StageOutcome, run_evaluation, run_facts, run_stages
 from ragsweep.run_config import resolve
-from ragsweep.stages import PACKED_ROWS_FILE, PACKED_TEXTS_FILE, RETRIEVED_FILE
+from ragsweep.stages import (
+    KNOWN_IDS_FILE,
+    KNOWN_SPANS_FILE,
+    PACKED_ROWS_FILE,
+    PACKED_TEXTS_FILE,
+    RETRIEVED_FILE,
+)
 from tests.conftest import ComposeFn
 
 REPO = Path(__file__).resolve().parents[1]
@@ -472,6 +485,21 @@ def drop_a_row(entry: Path) -> None:
     np.save(entry / PACKED_ROWS_FILE, rows[1:])
 
 
+def shift_known_spans(entry: Path) -> None:
+    spans = np.load(entry / KNOWN_SPANS_FILE)
+    spans[:, 1:3] += 1
+    np.save(entry / KNOWN_SPANS_FILE, spans)
+
+
+def edit_known_ids(entry: Path, value: Any) -> None:
+    (entry / KNOWN_IDS_FILE).write_text(json.dumps(value), encoding="ascii")
+
+
+def rename_known_ids(entry: Path) -> None:
+    stored = json.loads((entry / KNOWN_IDS_FILE).read_text(encoding="ascii"))
+    edit_known_ids(entry, {"ids": [i + "x" for i in stored["ids"]], "docs": stored["docs"]})
+
+
 def reword(text: str) -> str:
     return ("x" if text[0] != "x" else "y") + text[1:]
 
@@ -499,9 +527,18 @@ def test_stored_texts_that_are_damaged_or_missing_are_never_served(
 
     cold = run("cold")
     entry = rankings_entry(cache_dir)
-    assert (entry / PACKED_TEXTS_FILE).is_file() and (entry / PACKED_ROWS_FILE).is_file()
+    for name in (PACKED_TEXTS_FILE, PACKED_ROWS_FILE, KNOWN_SPANS_FILE, KNOWN_IDS_FILE):
+        assert (entry / name).is_file(), name
     assert not (entry / RETRIEVED_FILE).exists()
     shutil.rmtree(cache_dir / LINES_STAGE)  # the files then use the texts
+
+    (entry / KNOWN_SPANS_FILE).unlink()  # texts without their rows' spans and ids
+    (entry / KNOWN_IDS_FILE).unlink()
+    reseal(entry)
+    packed_only = run("packed-only")
+    assert run_files(packed_only) == run_files(cold)
+    assert packed_only.cache_metrics["cache/rankings/hits"] == 1
+    shutil.rmtree(cache_dir / LINES_STAGE)
 
     rows = np.load(entry / PACKED_ROWS_FILE).tolist()
     packed = (entry / PACKED_TEXTS_FILE).read_bytes().decode("utf-8", "surrogatepass")
@@ -525,6 +562,9 @@ def test_stored_texts_that_are_damaged_or_missing_are_never_served(
         ("edited", lambda e: edit_packed(e, reword)),
         ("other rows", lambda e: (drop_a_row(e), reseal(e))),
         ("longer text", lambda e: (edit_packed(e, lambda t: t + " "), reseal(e))),
+        ("other spans", lambda e: (shift_known_spans(e), reseal(e))),
+        ("other ids", lambda e: (rename_known_ids(e), reseal(e))),
+        ("ids not lists", lambda e: (edit_known_ids(e, {"ids": 1, "docs": 2}), reseal(e))),
     ]
     for name, damage in damages:
         shutil.rmtree(cache_dir / LINES_STAGE, ignore_errors=True)
@@ -616,6 +656,8 @@ def test_a_warm_run_builds_only_the_top_chunk_of_each_case(
     table = warm.built.chunks
     assert isinstance(table, ChunkTable) and isinstance(warm.retrieved, ChunkRows)
     assert not table._built  # scored from the spans
+    assert table._known is not None  # the retrieved rows' spans and ids from the rankings
+    assert np.array_equal(table._known.rows, warm.retrieved.rows)
     cases = RunCases(
         warm.cases,
         warm.results,
@@ -661,6 +703,45 @@ def test_chunk_columns_of_a_table_are_its_chunks_attributes(tmp_path: Path) -> N
     assert list(picked.subset([0, 2])) == [chunks[rows[0]], chunks[rows[2]]]
     with pytest.raises(IndexError):
         table.columns([len(chunks)])
+
+
+def test_known_rows_give_what_the_table_gives_and_must_be_the_tables(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    write_docs(path, DOCS)
+    corpus = load_corpus(CorpusConfig(path=str(path)))
+    chunks = chunk_corpus(corpus, ChunkingConfig(mode="fixed", size=8, overlap=0))
+    rows = np.array([0, 2, 3, len(chunks) - 1])
+    plain = ChunkTable.from_chunks(corpus, chunks)
+
+    def known(table: ChunkTable, **change: Any) -> KnownRows:
+        fields = {
+            "rows": rows,
+            "spans": np.asarray(table.spans[rows]),
+            "ids": [chunks[r].id for r in rows],
+            "docs": [chunks[r].doc for r in rows],
+        }
+        return KnownRows(**{**fields, **change})
+
+    table = ChunkTable.from_chunks(corpus, chunks)
+    table.add_known_rows(known(table))
+    for picked in ([0, 2, 3, len(chunks) - 1], [2, 3], [1, 2]):  # all, some, not all known
+        assert table.columns(picked).ids == plain.columns(picked).ids, picked
+        assert table.columns(picked).docs == plain.columns(picked).docs, picked
+        assert table.columns(picked).starts == plain.columns(picked).starts, picked
+    assert [table[int(r)] for r in rows] == [chunks[r] for r in rows]
+    shifted = np.asarray(plain.spans[rows]).copy()
+    shifted[:, 1] += 1
+    for bad, message in (
+        ({"spans": shifted}, "spans are not the table's"),
+        ({"ids": ["x", "y", "z", "w"]}, "is not the table's"),
+        ({"docs": ["x", "y", "z", "w"]}, "is not the table's"),
+        ({"rows": rows[::-1].copy()}, "ascending"),
+        ({"ids": ["x"]}, "different lengths"),
+    ):
+        fresh = ChunkTable.from_chunks(corpus, chunks)
+        with pytest.raises(ValueError, match=message):
+            fresh.add_known_rows(known(fresh, **bad))
+        assert fresh._known is None
 
 
 def test_stored_texts_read_back_exactly(tmp_path: Path) -> None:

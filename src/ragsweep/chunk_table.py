@@ -55,6 +55,7 @@ class ChunkTable(Sequence[Chunk]):
         self._built: dict[int, Chunk] = {}  # the rows read so far (scoring, then files)
         self._texts: dict[int, str] = {}  # rows whose text is known (:meth:`add_texts`)
         self._packed: PackedTexts | None = None  # more of them (:meth:`add_packed_texts`)
+        self._known: KnownRows | None = None  # rows read without the spans (:meth:`add_known_rows`)
         self._last_columns: tuple[np.ndarray, ChunkColumns] | None = None
 
     @classmethod
@@ -150,7 +151,7 @@ class ChunkTable(Sequence[Chunk]):
     def _chunk(self, row: int) -> Chunk:
         found = self._built.get(row)
         if found is None:
-            doc, start, end, heading = self.spans[row].tolist()
+            doc, start, end, heading = self._span(row)
             text = self._known_text(row)
             if text is None:
                 document = self.corpus.documents[doc]
@@ -172,7 +173,7 @@ class ChunkTable(Sequence[Chunk]):
             pass
         if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
             raise IndexError(f"chunk rows outside 0..{len(self) - 1}")
-        spans = np.asarray(self.spans[picked]).tolist()
+        spans = self._spans_of(picked).tolist()
         documents, headings = self.corpus.documents, self.headings
         read_many = getattr(documents, "read_many", None)
         rows = picked.tolist()
@@ -200,6 +201,50 @@ class ChunkTable(Sequence[Chunk]):
             if row not in built and row not in texts and row not in packed
         }
 
+    def add_known_rows(self, known: KnownRows) -> None:
+        """Read the spans, chunk ids and document ids of ``known.rows`` from ``known``
+        instead of from the table's spans and the corpus (a warm run's retrieved rows,
+        stored with the cached rankings: reading them from a memory-mapped table of 1M rows
+        touches a page each). Checked against the table on :data:`KNOWN_SAMPLE` rows spread
+        over them: ValueError when they are not this table's."""
+        rows = known.rows
+        if known.spans.shape != (len(rows), 4) or not len(known.ids) == len(known.docs) == len(
+            rows
+        ):
+            raise ValueError("known chunk rows, spans and ids of different lengths")
+        if len(rows) and (rows[0] < 0 or rows[-1] >= len(self) or np.any(np.diff(rows) <= 0)):
+            raise ValueError("known chunk rows are not ascending rows of the table")
+        sample = np.unique(
+            np.linspace(0, len(rows) - 1, min(KNOWN_SAMPLE, len(rows))).astype(np.int64)
+        )
+        if not np.array_equal(np.asarray(self.spans[rows[sample]]), known.spans[sample]):
+            raise ValueError("known chunk spans are not the table's")
+        ids = self.corpus.ids
+        for i in sample.tolist():
+            doc, start, end, _ = known.spans[i].tolist()
+            if known.docs[i] != ids[doc] or known.ids[i] != chunk_id(known.docs[i], start, end):
+                raise ValueError(f"known chunk id {known.ids[i]!r} is not the table's")
+        self._known = known
+        self._last_columns = None
+
+    def _spans_of(self, picked: np.ndarray) -> np.ndarray:
+        """The spans at the rows ``picked`` (in range): from the known rows when they hold
+        them all, else from the table."""
+        known = self._known
+        found = known.positions(picked) if known is not None else None
+        if found is not None and known is not None:
+            return known.spans[found]
+        return np.asarray(self.spans[picked])
+
+    def _span(self, row: int) -> list[int]:
+        """The span of ``row`` as ``[doc, start, end, heading]``."""
+        known = self._known
+        i = known.position(row) if known is not None else None
+        if i is not None and known is not None:
+            listed: list[int] = known.spans[i].tolist()
+            return listed
+        return self.spans[row].tolist()
+
     def _known_text(self, row: int) -> str | None:
         """The given text of ``row`` (:meth:`add_texts`, :meth:`add_packed_texts`)."""
         text = self._texts.get(row)
@@ -220,7 +265,7 @@ class ChunkTable(Sequence[Chunk]):
             raise ValueError(f"{len(texts)} texts for {picked.size} chunk rows")
         if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
             raise ValueError(f"chunk rows outside 0..{len(self) - 1}")
-        spans = np.asarray(self.spans[picked])
+        spans = self._spans_of(picked)
         _check_text_lengths(picked, spans, texts)
         self._texts.update(zip(picked.tolist(), texts, strict=True))
 
@@ -236,7 +281,7 @@ class ChunkTable(Sequence[Chunk]):
             raise ValueError(f"chunk rows outside 0..{len(self) - 1}")
         if np.any(np.diff(picked) <= 0):
             raise ValueError("packed chunk texts need ascending, distinct rows")
-        spans = np.asarray(self.spans[picked])
+        spans = self._spans_of(picked)
         ends = np.cumsum(spans[:, 2] - spans[:, 1])
         total = int(ends[-1]) if ends.size else 0
         if total != len(packed):
@@ -261,13 +306,19 @@ class ChunkTable(Sequence[Chunk]):
         return columns
 
     def _columns(self, picked: np.ndarray) -> ChunkColumns:
-        spans = np.asarray(self.spans[picked, :3])
-        docs = ids_at(self.corpus.ids, spans[:, 0])
+        known = self._known.positions(picked) if self._known is not None else None
+        spans = self._spans_of(picked)
         starts, ends = spans[:, 1].tolist(), spans[:, 2].tolist()
+        if known is not None and self._known is not None:
+            ids, docs = self._known.ids_at(known)
+        else:
+            docs = ids_at(self.corpus.ids, spans[:, 0])
+            ids = [
+                chunk_id(doc, start, end)
+                for doc, start, end in zip(docs, starts, ends, strict=True)
+            ]
         return ChunkColumns(
-            ids=[
-                f"{doc}@{start}-{end}" for doc, start, end in zip(docs, starts, ends, strict=True)
-            ],
+            ids=ids,
             docs=docs,
             starts=starts,
             ends=ends,
@@ -289,6 +340,50 @@ class ChunkTable(Sequence[Chunk]):
     def doc_positions(self) -> Mapping[str, int]:
         """Each document id's code (:meth:`doc_codes`)."""
         return self.corpus.positions
+
+
+KNOWN_SAMPLE = 64
+"""How many of the known rows :meth:`ChunkTable.add_known_rows` compares with the table."""
+
+
+def chunk_id(doc: str, start: int, end: int) -> str:
+    """A chunk's id from its span (:attr:`~ragsweep.chunking.Chunk.id`)."""
+    return f"{doc}@{start}-{end}"
+
+
+@dataclass(frozen=True)
+class KnownRows:
+    """Rows of a chunk table (``rows``, ascending) with their spans (``spans[i]``, as in
+    :data:`SPANS_FILE`), chunk ids and document ids, stored with cached rankings
+    (:data:`ragsweep.stages.KNOWN_ROWS_FILE`)."""
+
+    rows: np.ndarray
+    spans: np.ndarray
+    ids: list[str]
+    docs: list[str]
+
+    @functools.cached_property
+    def _row_list(self) -> list[int]:
+        return self.rows.tolist()
+
+    def position(self, row: int) -> int | None:
+        """The index of ``row`` among :attr:`rows`, or None."""
+        i = bisect.bisect_left(self._row_list, row)
+        return i if i < len(self._row_list) and self._row_list[i] == row else None
+
+    def positions(self, picked: np.ndarray) -> np.ndarray | None:
+        """The indices of the rows ``picked`` among :attr:`rows`, or None unless all are."""
+        if not len(self.rows):
+            return None if len(picked) else np.empty(0, dtype=np.int64)
+        found = np.searchsorted(self.rows, picked).clip(0, len(self.rows) - 1)
+        return found if np.array_equal(self.rows[found], picked) else None
+
+    def ids_at(self, found: np.ndarray) -> tuple[list[str], list[str]]:
+        """The chunk ids and document ids at the indices ``found``."""
+        if len(found) == len(self.rows):  # every row, in order (the usual case)
+            return list(self.ids), list(self.docs)
+        picked = found.tolist()
+        return [self.ids[i] for i in picked], [self.docs[i] for i in picked]
 
 
 class PackedTexts:

@@ -34,7 +34,7 @@ from ragsweep import __version__
 from ragsweep import preprocess as preprocess_module
 from ragsweep.backends.base import Backend
 from ragsweep.cache import StageCache, write_json
-from ragsweep.chunk_table import ChunkTable, take_rows
+from ragsweep.chunk_table import ChunkTable, KnownRows, take_rows
 from ragsweep.chunking import CHUNKER_SOURCE_DIGEST, Chunk, chunk_corpus, indexed_text
 from ragsweep.config import OWN_STAGE, ChunkingConfig, RetrievalConfig, result_fields
 from ragsweep.corpus import Corpus
@@ -57,6 +57,12 @@ the spans cut them apart: :meth:`ChunkTable.add_packed_texts`."""
 PACKED_ROWS_FILE = "retrieved_rows.npy"
 """The rows of :data:`PACKED_TEXTS_FILE`'s texts: the rankings' distinct chunk rows,
 ascending (int64)."""
+KNOWN_SPANS_FILE = "retrieved_spans.npy"
+"""The spans of :data:`PACKED_ROWS_FILE`'s rows (``(n, 4)`` int64, as the chunk table's):
+a warm run reads them here, not from a table of 1M rows touched a page a row."""
+KNOWN_IDS_FILE = "retrieved_ids.json"
+"""``{"ids": [...], "docs": [...]}``: the chunk id and document id of each of
+:data:`PACKED_ROWS_FILE`'s rows (JSON, non-ASCII escaped): not formatted anew each run."""
 RETRIEVED_FILE = "retrieved_texts.json"
 """What rankings entries stored before :data:`PACKED_TEXTS_FILE` hold instead (still read):
 ``{"rows": [...], "texts": [...]}``, JSON with every non-ASCII character escaped."""
@@ -257,9 +263,15 @@ def write_retrieved_texts(folder: Path, chunks: Sequence[Chunk], indices: np.nda
     """:data:`PACKED_TEXTS_FILE` and :data:`PACKED_ROWS_FILE` in ``folder``: the texts of
     the chunks at the rows ``indices`` hold."""
     rows = _held_rows(indices)
-    packed = "".join(chunk.text for chunk in take_rows(chunks, rows.tolist()))
+    held = take_rows(chunks, rows.tolist())
+    packed = "".join(chunk.text for chunk in held)
     (folder / PACKED_TEXTS_FILE).write_bytes(packed.encode("utf-8", "surrogatepass"))
     np.save(folder / PACKED_ROWS_FILE, rows.astype(np.int64), allow_pickle=False)
+    if isinstance(chunks, ChunkTable):
+        spans = np.asarray(chunks.spans[rows], dtype=np.int64).reshape(len(rows), 4)
+        np.save(folder / KNOWN_SPANS_FILE, spans, allow_pickle=False)
+        ids = {"ids": [c.id for c in held], "docs": [c.doc for c in held]}
+        (folder / KNOWN_IDS_FILE).write_text(json.dumps(ids), encoding="ascii")
 
 
 def read_retrieved_texts(folder: Path, chunks: ChunkTable, indices: np.ndarray) -> None:
@@ -273,9 +285,25 @@ def read_retrieved_texts(folder: Path, chunks: ChunkTable, indices: np.ndarray) 
         rows = np.load(folder / PACKED_ROWS_FILE, allow_pickle=False)
         if not np.array_equal(rows, _held_rows(indices)):
             raise ValueError(f"{PACKED_ROWS_FILE} holds other chunk rows than the rankings")
+        _give_known_rows(folder, chunks, rows)
         chunks.add_packed_texts(rows, packed.read_bytes().decode("utf-8", "surrogatepass"))
     elif (folder / RETRIEVED_FILE).is_file():
         _read_json_texts(folder / RETRIEVED_FILE, chunks, indices)
+
+
+def _give_known_rows(folder: Path, chunks: ChunkTable, rows: np.ndarray) -> None:
+    """Give ``chunks`` the stored spans and ids of the held ``rows``
+    (:data:`KNOWN_SPANS_FILE`, :data:`KNOWN_IDS_FILE`), if the entry has them."""
+    if not (folder / KNOWN_SPANS_FILE).is_file():
+        return
+    spans = np.load(folder / KNOWN_SPANS_FILE, allow_pickle=False)
+    ids = json.loads((folder / KNOWN_IDS_FILE).read_text(encoding="ascii"))
+    if spans.dtype != np.int64 or not isinstance(ids, dict):
+        raise ValueError(f"{KNOWN_SPANS_FILE} or {KNOWN_IDS_FILE} is malformed")
+    chunk_ids, docs = ids["ids"], ids["docs"]
+    if not all(isinstance(value, list) for value in (chunk_ids, docs)):
+        raise ValueError(f"{KNOWN_IDS_FILE} holds no ids")
+    chunks.add_known_rows(KnownRows(rows.astype(np.int64), spans, chunk_ids, docs))
 
 
 def _read_json_texts(path: Path, chunks: ChunkTable, indices: np.ndarray) -> None:
