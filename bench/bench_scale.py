@@ -406,7 +406,7 @@ def warm_rounds(work: Path, backend: str, sizes: list[int], rounds: int) -> dict
             name: {"median": statistics.median(v), "min": min(v), "max": max(v)}
             for name, v in figures.items()
         }
-        summary[str(n)]["per_round_ratio_to_smallest"] = paired_ratios(rows, sizes[0], n)
+        summary[str(n)]["per_round_ratio_to_smallest"] = paired_ratios(rows, min(sizes), n)
     return {"backend": backend, "rounds": rounds, "rows": rows, "summary": summary}
 
 

@@ -724,7 +724,9 @@ def test_known_rows_give_what_the_table_gives_and_must_be_the_tables(tmp_path: P
 
     table = ChunkTable.from_chunks(corpus, chunks)
     table.add_known_rows(known(table))
-    for picked in ([0, 2, 3, len(chunks) - 1], [2, 3], [1, 2]):  # all, some, not all known
+    last = len(chunks) - 1
+    # all, some, not all known; as many rows as known but permuted, or repeated
+    for picked in ([0, 2, 3, last], [2, 3], [1, 2], [3, 2, 0, last], [0, 0, 2, 3]):
         assert table.columns(picked).ids == plain.columns(picked).ids, picked
         assert table.columns(picked).docs == plain.columns(picked).docs, picked
         assert table.columns(picked).starts == plain.columns(picked).starts, picked
@@ -742,6 +744,20 @@ def test_known_rows_give_what_the_table_gives_and_must_be_the_tables(tmp_path: P
         with pytest.raises(ValueError, match=message):
             fresh.add_known_rows(known(fresh, **bad))
         assert fresh._known is None
+    with pytest.raises(ValueError, match="must be strings"):
+        fresh.add_known_rows(known(fresh, ids=[chunks[r].id for r in rows[:-1]] + [7]))
+    packed = "".join(chunks[r].text for r in rows)
+    for bad_packed, bad_known in (
+        (packed + "x", known(fresh)),
+        (packed, known(fresh, spans=shifted)),
+    ):
+        with pytest.raises(ValueError):  # the texts or the rows are wrong: nothing is given
+            fresh.add_packed_texts(rows, bad_packed, bad_known)
+        assert fresh._known is None and fresh._packed is None
+    with pytest.raises(ValueError, match="not the known rows"):
+        fresh.add_packed_texts(rows[:2], packed, known(fresh))
+    fresh.add_packed_texts(rows, packed, known(fresh))
+    assert fresh._known is not None and [fresh[int(r)] for r in rows] == [chunks[r] for r in rows]
 
 
 def test_stored_texts_read_back_exactly(tmp_path: Path) -> None:

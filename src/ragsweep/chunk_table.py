@@ -205,18 +205,26 @@ class ChunkTable(Sequence[Chunk]):
         """Read the spans, chunk ids and document ids of ``known.rows`` from ``known``
         instead of from the table's spans and the corpus (a warm run's retrieved rows,
         stored with the cached rankings: reading them from a memory-mapped table of 1M rows
-        touches a page each). Checked against the table on :data:`KNOWN_SAMPLE` rows spread
-        over them: ValueError when they are not this table's."""
+        touches a page each). ValueError, and nothing given, when they are not this
+        table's (:meth:`_check_known`)."""
+        self._check_known(known)
+        self._known = known
+        self._last_columns = None
+
+    def _check_known(self, known: KnownRows) -> None:
+        """ValueError unless ``known`` has one span, chunk id and document id (strings)
+        per row, its rows ascend within the table, and on :data:`KNOWN_SAMPLE` rows spread
+        over them its spans and ids are the table's and the corpus's."""
         rows = known.rows
-        if known.spans.shape != (len(rows), 4) or not len(known.ids) == len(known.docs) == len(
-            rows
-        ):
+        lengths = {len(rows), len(known.ids), len(known.docs)}
+        if known.spans.shape != (len(rows), 4) or len(lengths) != 1:
             raise ValueError("known chunk rows, spans and ids of different lengths")
+        if not set(map(type, known.ids)) | set(map(type, known.docs)) <= {str}:
+            raise ValueError("known chunk ids and document ids must be strings")
         if len(rows) and (rows[0] < 0 or rows[-1] >= len(self) or np.any(np.diff(rows) <= 0)):
             raise ValueError("known chunk rows are not ascending rows of the table")
-        sample = np.unique(
-            np.linspace(0, len(rows) - 1, min(KNOWN_SAMPLE, len(rows))).astype(np.int64)
-        )
+        spread = np.linspace(0, len(rows) - 1, min(KNOWN_SAMPLE, len(rows)))
+        sample = np.unique(spread.astype(np.int64))
         if not np.array_equal(np.asarray(self.spans[rows[sample]]), known.spans[sample]):
             raise ValueError("known chunk spans are not the table's")
         ids = self.corpus.ids
@@ -224,8 +232,6 @@ class ChunkTable(Sequence[Chunk]):
             doc, start, end, _ = known.spans[i].tolist()
             if known.docs[i] != ids[doc] or known.ids[i] != chunk_id(known.docs[i], start, end):
                 raise ValueError(f"known chunk id {known.ids[i]!r} is not the table's")
-        self._known = known
-        self._last_columns = None
 
     def _spans_of(self, picked: np.ndarray) -> np.ndarray:
         """The spans at the rows ``picked`` (in range): from the known rows when they hold
@@ -269,19 +275,27 @@ class ChunkTable(Sequence[Chunk]):
         _check_text_lengths(picked, spans, texts)
         self._texts.update(zip(picked.tolist(), texts, strict=True))
 
-    def add_packed_texts(self, rows: Sequence[int], packed: str) -> None:
+    def add_packed_texts(
+        self, rows: Sequence[int], packed: str, known: KnownRows | None = None
+    ) -> None:
         """:meth:`add_texts` of texts given concatenated in the order of ``rows``
         (ascending, distinct): each row's text is the next span length of characters, cut
         only when its chunk is read (a warm run reads few of its retrieved chunks' texts).
-        Replaces texts given packed before. ValueError when a row is outside the table,
-        the rows are not ascending, or ``packed`` is not as long as the spans together
-        (texts of another chunk set)."""
+        With ``known`` (those rows' spans and ids, :meth:`add_known_rows`), the spans cut
+        the texts from there. Replaces texts given packed before. ValueError, and nothing
+        given, when a row is outside the table, the rows are not ascending or not
+        ``known``'s, ``known`` is not the table's, or ``packed`` is not as long as the spans
+        together (texts of another chunk set)."""
         picked = np.asarray(rows, dtype=np.int64).reshape(-1)
         if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
             raise ValueError(f"chunk rows outside 0..{len(self) - 1}")
         if np.any(np.diff(picked) <= 0):
             raise ValueError("packed chunk texts need ascending, distinct rows")
-        spans = self._spans_of(picked)
+        if known is not None:
+            self._check_known(known)
+            if not np.array_equal(known.rows, picked):
+                raise ValueError("the packed texts' rows are not the known rows")
+        spans = known.spans if known is not None else self._spans_of(picked)
         ends = np.cumsum(spans[:, 2] - spans[:, 1])
         total = int(ends[-1]) if ends.size else 0
         if total != len(packed):
@@ -290,6 +304,9 @@ class ChunkTable(Sequence[Chunk]):
                 f"their spans {total}"
             )
         self._packed = PackedTexts(picked.tolist(), [0, *ends.tolist()], packed)
+        if known is not None:
+            self._known = known
+            self._last_columns = None
 
     def columns(self, rows: Sequence[int] | np.ndarray) -> ChunkColumns:
         """The ids and intervals of the chunks at ``rows`` (non-negative), from the spans
@@ -355,7 +372,7 @@ def chunk_id(doc: str, start: int, end: int) -> str:
 class KnownRows:
     """Rows of a chunk table (``rows``, ascending) with their spans (``spans[i]``, as in
     :data:`SPANS_FILE`), chunk ids and document ids, stored with cached rankings
-    (:data:`ragsweep.stages.KNOWN_ROWS_FILE`)."""
+    (:data:`ragsweep.stages.KNOWN_SPANS_FILE`, :data:`ragsweep.stages.KNOWN_IDS_FILE`)."""
 
     rows: np.ndarray
     spans: np.ndarray
@@ -380,7 +397,7 @@ class KnownRows:
 
     def ids_at(self, found: np.ndarray) -> tuple[list[str], list[str]]:
         """The chunk ids and document ids at the indices ``found``."""
-        if len(found) == len(self.rows):  # every row, in order (the usual case)
+        if np.array_equal(found, np.arange(len(self.rows))):  # every row (the usual case)
             return list(self.ids), list(self.docs)
         picked = found.tolist()
         return [self.ids[i] for i in picked], [self.docs[i] for i in picked]

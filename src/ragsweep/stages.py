@@ -261,7 +261,8 @@ def _held_rows(indices: np.ndarray) -> np.ndarray:
 
 def write_retrieved_texts(folder: Path, chunks: Sequence[Chunk], indices: np.ndarray) -> None:
     """:data:`PACKED_TEXTS_FILE` and :data:`PACKED_ROWS_FILE` in ``folder``: the texts of
-    the chunks at the rows ``indices`` hold."""
+    the chunks at the rows ``indices`` hold; for a chunk table, also their spans and ids
+    (:data:`KNOWN_SPANS_FILE`, :data:`KNOWN_IDS_FILE`)."""
     rows = _held_rows(indices)
     held = take_rows(chunks, rows.tolist())
     packed = "".join(chunk.text for chunk in held)
@@ -275,35 +276,37 @@ def write_retrieved_texts(folder: Path, chunks: Sequence[Chunk], indices: np.nda
 
 
 def read_retrieved_texts(folder: Path, chunks: ChunkTable, indices: np.ndarray) -> None:
-    """Give ``chunks`` the stored texts of the rows ``indices`` hold. Neither file (an
-    entry written before they were stored): nothing is given, the chunks are read from
-    their documents. Stored rows that are not those of the rankings, or texts that do
-    not fit their spans, are a ValueError: the entry is malformed (discarded and searched
-    again), never served with the wrong texts."""
+    """Give ``chunks`` the stored texts of the rows ``indices`` hold, with their spans
+    and ids when stored. No texts file (an entry written before they were stored):
+    nothing is given, the chunks are read from their documents. Stored rows that are not
+    those of the rankings, spans or ids that are not the table's, or texts that do not fit
+    their spans, are a ValueError (a spans file without its ids file an OSError): the
+    entry is malformed (discarded and searched again), and nothing of it is given."""
     packed = folder / PACKED_TEXTS_FILE
     if packed.is_file():
         rows = np.load(folder / PACKED_ROWS_FILE, allow_pickle=False)
         if not np.array_equal(rows, _held_rows(indices)):
             raise ValueError(f"{PACKED_ROWS_FILE} holds other chunk rows than the rankings")
-        _give_known_rows(folder, chunks, rows)
-        chunks.add_packed_texts(rows, packed.read_bytes().decode("utf-8", "surrogatepass"))
+        texts = packed.read_bytes().decode("utf-8", "surrogatepass")
+        chunks.add_packed_texts(rows, texts, _known_rows(folder, rows))
     elif (folder / RETRIEVED_FILE).is_file():
         _read_json_texts(folder / RETRIEVED_FILE, chunks, indices)
 
 
-def _give_known_rows(folder: Path, chunks: ChunkTable, rows: np.ndarray) -> None:
-    """Give ``chunks`` the stored spans and ids of the held ``rows``
-    (:data:`KNOWN_SPANS_FILE`, :data:`KNOWN_IDS_FILE`), if the entry has them."""
+def _known_rows(folder: Path, rows: np.ndarray) -> KnownRows | None:
+    """The stored spans and ids of the held ``rows`` (:data:`KNOWN_SPANS_FILE`,
+    :data:`KNOWN_IDS_FILE`); None for an entry without them (the table is read). The
+    table checks them (:meth:`ChunkTable.add_packed_texts`)."""
     if not (folder / KNOWN_SPANS_FILE).is_file():
-        return
+        return None
     spans = np.load(folder / KNOWN_SPANS_FILE, allow_pickle=False)
     ids = json.loads((folder / KNOWN_IDS_FILE).read_text(encoding="ascii"))
-    if spans.dtype != np.int64 or not isinstance(ids, dict):
+    if not isinstance(spans, np.ndarray) or spans.dtype != np.int64 or not isinstance(ids, dict):
         raise ValueError(f"{KNOWN_SPANS_FILE} or {KNOWN_IDS_FILE} is malformed")
     chunk_ids, docs = ids["ids"], ids["docs"]
     if not all(isinstance(value, list) for value in (chunk_ids, docs)):
         raise ValueError(f"{KNOWN_IDS_FILE} holds no ids")
-    chunks.add_known_rows(KnownRows(rows.astype(np.int64), spans, chunk_ids, docs))
+    return KnownRows(rows.astype(np.int64), spans, chunk_ids, docs)
 
 
 def _read_json_texts(path: Path, chunks: ChunkTable, indices: np.ndarray) -> None:
