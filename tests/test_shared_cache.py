@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from ragsweep.artifacts import LINES_STAGE
 from ragsweep.cache import StageCache, verify_entry
 from ragsweep.cache_cli import iter_entries
 from ragsweep.release.store import RunStore
@@ -69,7 +70,8 @@ def test_parallel_jobs_on_a_cold_cache_build_each_shared_entry_once(
         assert all(f.get(f"cache/{stage}/corrupt", 0) == 0 for f in figures)
 
     entries = list(iter_entries(cache))
-    assert sorted(e.stage for e in entries) == sorted(SHARED_STAGES)  # one entry per key
+    # one entry per key: the four jobs' files share one chunk_lines entry too (same chunks)
+    assert sorted(e.stage for e in entries) == sorted([*SHARED_STAGES, LINES_STAGE])
     for entry in entries:
         verify_entry(entry.path)  # complete: every file matches its checksum
     assert not list(cache.rglob(".tmp-*")) and not list(cache.rglob(".trash-*"))
