@@ -490,3 +490,67 @@ def test_prune_removes_stale_leftover_temporaries_files_and_folders(
     assert not stale_file.exists() and not stale_folder.exists()
     assert fresh_file.exists() and not list(root.rglob(".trash-*"))
     assert len(_entries(root, "chunks")) == 1
+
+
+SLOW_BUILDER = """
+import sys, time
+from pathlib import Path
+from ragsweep.cache import StageCache
+
+root, key, started, release = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
+
+
+def build(folder):
+    (folder / "first").write_text("a", encoding="utf-8")
+    started.write_text(str(folder), encoding="utf-8")
+    while not release.exists():  # computing, with no file created for a long time
+        time.sleep(0.02)
+    (folder / "second").write_text("b", encoding="utf-8")
+
+
+cache = StageCache(Path(root))
+print(cache.get_or_build("slow", key, build, lambda f: (f / "second").read_text("utf-8")))
+"""
+
+
+def _start_builder(root: Path, key: str, work: Path) -> tuple[subprocess.Popen[str], Path]:
+    """A process building ``key`` that stops computing until ``work/release-<key>`` exists;
+    returns it and the temporary folder it builds into."""
+    started, release = work / f"started-{key[:4]}", work / f"release-{key[:4]}"
+    builder = subprocess.Popen(
+        [sys.executable, "-c", SLOW_BUILDER, str(root), key, str(started), str(release)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert builder.poll() is None and time.monotonic() < deadline, "builder did not start"
+        time.sleep(0.02)
+    return builder, Path(started.read_text(encoding="utf-8"))
+
+
+def test_prune_keeps_an_old_temporary_whose_builder_holds_its_lock(tmp_path: Path, capsys) -> None:
+    """A build that computes for over an hour without creating a file keeps its folder
+    (its key's lock is held); a builder that was killed mid-build loses its folder once
+    the folder is an hour old, as before."""
+    from ragsweep.cache_cli import STALE_TEMP_SECONDS
+
+    root = tmp_path / "cache"
+    alive, alive_folder = _start_builder(root, "a" * 64, tmp_path)
+    killed, killed_folder = _start_builder(root, "b" * 64, tmp_path)
+    killed.kill()
+    killed.wait(timeout=30)
+    assert alive_folder.name.startswith(".tmp-" + "a" * 64 + ".") and killed_folder.is_dir()
+    old = time.time() - STALE_TEMP_SECONDS - 60
+    for folder in (alive_folder, killed_folder):
+        os.utime(folder, (old, old))
+    try:
+        assert cache_main(["--cache-dir", str(root), "prune", "--older-than", "30d"]) == 0
+        assert "and 1 leftover temporaries" in capsys.readouterr().out
+        assert alive_folder.is_dir() and not killed_folder.exists()
+    finally:
+        (tmp_path / "release-aaaa").touch()
+        out, _ = alive.communicate(timeout=60)
+    assert alive.returncode == 0 and out.strip() == "b"
+    assert (root / "slow" / "aa" / ("a" * 64) / "second").read_text(encoding="utf-8") == "b"
+    assert not list((root / "slow").glob(".tmp-*"))

@@ -310,7 +310,7 @@ class StageCache:
         """Build and seal a new entry, then rename it into place. False (nothing built) when
         the store refuses writes; CacheError when the disk is full."""
         assert self.root is not None
-        tmp = self.root / stage / f".tmp-{uuid.uuid4().hex}"
+        tmp = self.root / stage / entry_temp_name(key)
         if not self.make_dir(tmp, f"a {stage} entry"):
             return False
         try:
@@ -347,10 +347,10 @@ class StageCache:
         """Exclusive per-key lock; none in a store that refuses writes (nothing is written
         to it, and readers always see whole entries)."""
         assert self.root is not None
-        lock_dir = self.root / stage / ".locks"
+        lock_dir = self.root / stage / LOCKS
         handle = None
         if not self.read_only and self.make_dir(lock_dir, "a lock file"):
-            handle = self._open_lock(lock_dir / f"{key}.lock")
+            handle = self._open_lock(lock_path(lock_dir.parent, key))
         if handle is None:
             yield
             return
@@ -571,6 +571,43 @@ def _record_verification(folder: Path, seen: dict[str, Any]) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+LOCKS = ".locks"
+"""A stage's folder of per-key lock files."""
+ENTRY_TEMP_PREFIX = ".tmp-"
+"""An entry being built: ``.tmp-<key>.<random>`` in its stage's folder."""
+
+
+def lock_path(stage_dir: Path, key: str) -> Path:
+    """The lock file a builder of ``key`` holds (``flock``, exclusive) while it builds."""
+    return stage_dir / LOCKS / f"{key}.lock"
+
+
+def entry_temp_name(key: str) -> str:
+    """The name of a temporary entry folder for ``key``: the key is in it so that
+    ``ragsweep-cache prune`` can ask the key's lock whether its builder is alive."""
+    return f"{ENTRY_TEMP_PREFIX}{key}.{uuid.uuid4().hex}"
+
+
+def builder_alive(temp: Path) -> bool:
+    """Whether the process building into the temporary entry ``temp`` may still run: True
+    when its key's lock is held (a builder holds it from before the folder exists until
+    after it is renamed or removed, and the kernel drops it when the process dies). False
+    when nobody holds it here, or when that cannot be asked: a name without a key (an
+    embedding shard's, or written before keys were in the name), no lock file, or a file
+    system without working locks."""
+    key, dot, _ = temp.name.removeprefix(ENTRY_TEMP_PREFIX).rpartition(".")
+    if not (temp.name.startswith(ENTRY_TEMP_PREFIX) and dot and key):
+        return False
+    try:
+        with open(lock_path(temp.parent, key), "rb") as handle:  # closing it unlocks
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def touch(folder: Path) -> None:

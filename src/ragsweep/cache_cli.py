@@ -18,7 +18,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragsweep.cache import META, VERIFIED, CorruptEntry, remove_entry, verify_stage_entry
+from ragsweep.cache import (
+    META,
+    VERIFIED,
+    CorruptEntry,
+    builder_alive,
+    remove_entry,
+    verify_stage_entry,
+)
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -51,10 +58,21 @@ def iter_entries(root: Path) -> Iterator[Entry]:
 
 
 def stale_temporaries(root: Path, now: float) -> list[Path]:
+    """Temporaries whose writer has died: unchanged for :data:`STALE_TEMP_SECONDS`, and
+    for an entry folder, its key's lock not held (:func:`ragsweep.cache.builder_alive`),
+    so an entry being built is never one however long it computes. The age is still
+    required of a folder whose lock is free: on a file system whose locks do not reach
+    across hosts, a builder on another host holds only its own host's lock."""
     leftovers = [p for p in root.rglob(".tmp-*") if p.is_dir()]
     leftovers += [p for p in root.rglob(".trash-*") if p.is_dir()]
     leftovers += [p for p in root.rglob(f"{VERIFIED}.tmp-*") if p.is_file()]  # a killed write
-    return [p for p in leftovers if now - _mtime(p, now) > STALE_TEMP_SECONDS]
+    return [p for p in leftovers if _is_stale(p, now)]
+
+
+def _is_stale(path: Path, now: float) -> bool:
+    if now - _mtime(path, now) <= STALE_TEMP_SECONDS:
+        return False
+    return not (path.is_dir() and builder_alive(path))
 
 
 def _mtime(path: Path, now: float) -> float:
