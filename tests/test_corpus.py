@@ -148,6 +148,14 @@ def test_jsonl_duplicate_ids_are_an_error(tmp_path: Path) -> None:
         ('{"id": "b", "text": "t", "titel": "T"}', "unknown field(s) ['titel']"),
         ('{"id": "b", "text": "t", "title": 3}', "document 'b': 'title' must be a string"),
         ('{"id": "b", "text": "t", "metadata": "x"}', "document 'b': 'metadata' must be an object"),
+        ('{"id": "b", "text": "x\\ud800y"}', "'text' holds a lone surrogate (\\ud800 at character"),
+        ('{"id": "b\\uDFFF", "text": "t"}', "'id' holds a lone surrogate (\\udfff at character 2)"),
+        ('{"id": "b", "text": "\\ude00\\ud83d"}', "'text' holds a lone surrogate (\\ude00 at"),
+        (
+            '{"id": "b", "text": "t", "metadata": {"src": ["ok", "\\udc00"]}}',
+            "'metadata'.'src'[1] holds a lone surrogate (\\udc00 at character 1)",
+        ),
+        ('{"id": "b", "text": "t", "metadata": {"\\ud800": 1}}', "a key of 'metadata' holds"),
     ],
 )
 def test_bad_jsonl_line_names_file_and_line(tmp_path: Path, bad_line: str, expected: str) -> None:
@@ -155,6 +163,15 @@ def test_bad_jsonl_line_names_file_and_line(tmp_path: Path, bad_line: str, expec
     message = corpus_error(path)
     assert message.startswith(f"{path}:3: ")
     assert expected in message
+
+
+def test_escaped_pairs_and_escaped_backslashes_are_not_lone_surrogates(tmp_path: Path) -> None:
+    """A pair of escapes is one character; ``\\\\ud800`` is a backslash and text."""
+    path = write_jsonl(
+        tmp_path / "docs.jsonl", '{"id": "a", "text": "\\ud83d\\ude00 and \\\\ud800"}'
+    )
+    (doc,) = load_corpus(CorpusConfig(path=str(path)))
+    assert doc.text == "\U0001f600 and \\ud800"
 
 
 def test_non_utf8_jsonl_names_the_file(tmp_path: Path) -> None:

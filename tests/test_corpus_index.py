@@ -151,8 +151,8 @@ def test_ids_the_table_cannot_hold_are_written_as_before(tmp_path: Path) -> None
 
 
 def test_ids_with_line_feeds_or_lone_surrogates_are_held_by_the_table(tmp_path: Path) -> None:
-    """(A corpus with lone surrogates in its ids is refused when its content is hashed;
-    the ids are stored as they are all the same.)"""
+    """(The corpus reader refuses lone surrogates in ids; the table holds them all the
+    same.)"""
     ids = ["a", "a\ud800", "a\udfff", "a\ue000", "a\U00010000", "b\nc", "\udbff\udc00"]
     write_ids(tmp_path, ids)
     assert [f for f in ID_FILES if (tmp_path / f).exists()] == [ID_TABLE_FILE]

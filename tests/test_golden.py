@@ -396,6 +396,18 @@ def test_invalid_utf8_names_the_line(tmp_path: Path, corpus: Corpus) -> None:
         load_golden(GoldenConfig(path=str(path)), corpus)
 
 
+def test_a_lone_surrogate_names_the_line_and_field(tmp_path: Path, corpus: Corpus) -> None:
+    """JSON can escape a lone surrogate; it is refused where it is read, not later by a
+    writer that cannot encode it. An escaped pair is one character and is kept."""
+    paired = json.dumps(case(id="q-002", question="Is \U0001f600 counted?"))
+    assert "\\ud83d\\ude00" in paired
+    lone = json.dumps(case(id="q-003", evidence=[{"doc": "support/p1.md", "quote": "x\udfff"}]))
+    message = load_error(tmp_path, corpus, case(), paired, lone)
+    assert message.startswith(f"{tmp_path / 'golden.jsonl'}:3: 'evidence'[0].'quote' holds")
+    assert "lone surrogate (\\udfff at character 2)" in message
+    assert ":2:" not in message
+
+
 def test_non_object_line_is_an_error(tmp_path: Path, corpus: Corpus) -> None:
     assert "golden.jsonl:1: expected a JSON object, got list" in load_error(
         tmp_path, corpus, "[1, 2]"

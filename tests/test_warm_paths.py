@@ -42,7 +42,7 @@ from ragsweep.chunk_table import (
 )
 from ragsweep.chunking import Chunk, chunk_corpus
 from ragsweep.config import ChunkingConfig, CorpusConfig
-from ragsweep.corpus import Corpus, load_corpus
+from ragsweep.corpus import Corpus, Document, load_corpus
 from ragsweep.corpus_index import (
     ID_TABLE_FILE,
     IDS_FILE,
@@ -617,8 +617,9 @@ def test_a_warm_run_copies_its_chunks_file_from_the_cache_and_never_a_damaged_on
 
 
 def test_lone_surrogates_are_written_as_json_escapes(tmp_path: Path) -> None:
-    """A JSON corpus or golden set can hold a lone surrogate (``\\ud800``): a JSON lines
-    file holds it as its escape, stays UTF-8 and reads back the same text."""
+    """An external retriever's chunk can hold a lone surrogate (``\\ud800``; the corpus
+    and golden readers refuse one): a JSON lines file holds it as its escape, stays UTF-8
+    and reads back the same text."""
     chunk = Chunk("d@0-4", "d", 0, 4, "a\ud800b\udfff", ("T\udc00",))
     path = tmp_path / "chunks.jsonl"
     write_lines(path, [chunk_line(chunk)])
@@ -761,15 +762,13 @@ def test_known_rows_give_what_the_table_gives_and_must_be_the_tables(tmp_path: P
 
 
 def test_stored_texts_read_back_exactly(tmp_path: Path) -> None:
-    """Texts with line separators, non-BMP characters and lone surrogates (a JSON corpus
-    can hold ``\\ud800``) are stored escaped and read back unchanged."""
+    """Texts with line separators, non-BMP characters and lone surrogates (the corpus
+    reader refuses ``\\ud800``, so this corpus is built in memory) are stored and read
+    back unchanged."""
     from ragsweep.stages import read_retrieved_texts, write_retrieved_texts
 
     texts = ["a\u2028b\r\nc", "\U0001f600 ü", "x\ud800y", "日本語"]
-    docs = [{"id": f"d{i}", "text": text} for i, text in enumerate(texts)]
-    path = tmp_path / "corpus.jsonl"
-    path.write_text("\n".join(json.dumps(d) for d in docs), encoding="utf-8")
-    corpus = load_corpus(CorpusConfig(path=str(path)))
+    corpus = Corpus([Document(f"d{i}", text) for i, text in enumerate(texts)], "memory")
     spans = np.array([[i, 0, len(t), 0] for i, t in enumerate(texts)], dtype=np.int64)
     table = ChunkTable(corpus, spans, [()])
     indices = np.array([[3, 1, -1], [0, 2, 1]])

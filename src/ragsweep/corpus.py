@@ -24,6 +24,7 @@ from typing import Any
 from ragsweep.config import CorpusConfig
 from ragsweep.errors import CorpusError, ProblemList
 from ragsweep.hashing import sha256_parts
+from ragsweep.lone_surrogates import lone_surrogate
 
 
 @dataclass(frozen=True)
@@ -326,10 +327,16 @@ def read_jsonl_numbered(file: Path) -> list[tuple[Document, int]]:
 
 
 def json_line(line: str, where: str) -> Any:
+    """The JSON value on a corpus line; CorpusError when it is not JSON or holds a lone
+    surrogate (:mod:`ragsweep.lone_surrogates`)."""
     try:
-        return json.loads(line)
+        value = json.loads(line)
     except json.JSONDecodeError as exc:
         raise CorpusError(f"{where}: invalid JSON ({exc.msg})") from None
+    problem = lone_surrogate(line, value)
+    if problem is not None:
+        raise CorpusError(f"{where}: {problem}")
+    return value
 
 
 _FIELDS = frozenset({"id", "text", "title", "metadata"})

@@ -30,6 +30,7 @@ from ragsweep.chunking import trim_span
 from ragsweep.config import SPLITS, GoldenConfig
 from ragsweep.corpus import Corpus, jsonl_lines
 from ragsweep.errors import GoldenError, ProblemList
+from ragsweep.lone_surrogates import lone_surrogate
 
 CASE_FIELDS = (
     "id",
@@ -358,9 +359,13 @@ def _record(line: str, where: _Where) -> Any:
     if not line.strip():
         return None
     try:
-        return json.loads(line)
+        value = json.loads(line)
     except json.JSONDecodeError as exc:
         raise where.error(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    problem = lone_surrogate(line, value)
+    if problem is not None:
+        raise where.error(problem)
+    return value
 
 
 def _parse_case(record: Any, where: _Where, holdout_fraction: float, corpus: Corpus) -> GoldenCase:

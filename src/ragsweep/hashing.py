@@ -39,8 +39,8 @@ def canonical_json(value: Any) -> str:
 
 
 def sha256_text(text: str) -> str:
-    """sha256 hex digest of ``text`` as UTF-8 (a lone surrogate, which a JSON file can
-    hold, as its three bytes: the digest of any other text is unchanged)."""
+    """sha256 hex digest of ``text`` as UTF-8 (a lone surrogate, which a JSON text can
+    escape, as its three bytes: the digest of any other text is unchanged)."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
