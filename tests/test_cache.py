@@ -502,7 +502,9 @@ root, key, started, release = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(
 
 def build(folder):
     (folder / "first").write_text("a", encoding="utf-8")
-    started.write_text(str(folder), encoding="utf-8")
+    told = started.with_name(started.name + ".part")
+    told.write_text(str(folder), encoding="utf-8")
+    told.rename(started)  # whole when it appears
     while not release.exists():  # computing, with no file created for a long time
         time.sleep(0.02)
     (folder / "second").write_text("b", encoding="utf-8")

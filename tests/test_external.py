@@ -109,6 +109,13 @@ def test_bad_external_runs_name_the_problem(
         evaluate(compose_config, mini_project, *external(rankings, manifest))
 
 
+def test_a_lone_surrogate_in_a_run_names_its_line(compose_config, mini_project: Path) -> None:
+    rankings = mini_project / "run.jsonl"
+    rankings.write_text(json.dumps({"id": "q1", "ranked": ["c\ud800"]}) + "\n", "utf-8")
+    with pytest.raises(ConfigError, match=r"run.jsonl:1: 'ranked'\[0\] holds a lone surrogate"):
+        evaluate(compose_config, mini_project, *external(rankings))
+
+
 def test_missing_file_fails_before_work(compose_config, mini_project: Path) -> None:
     overrides = project_overrides(mini_project, *external(mini_project / "absent.jsonl"))
     with pytest.raises(

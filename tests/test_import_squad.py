@@ -372,6 +372,10 @@ def test_bad_squad_content_fails_naming_the_place_and_writes_nothing(
         ('{"version": "v2.0", "data": []}', "not SQuAD JSON"),
         ('[{"title": "x"}]', "not SQuAD JSON"),
         ('{"data": [{"paragraphs": []}]}', r"data\[0\]: missing 'title'"),
+        (
+            '{"data": [{"title": "x\\ud800", "paragraphs": []}]}',
+            r"input\.json: 'data'\[0\]\.'title' holds a lone surrogate \(\\ud800 at character 2\)",
+        ),
     ],
 )
 def test_files_that_are_not_squad_are_rejected(tmp_path: Path, content: str, message: str) -> None:

@@ -617,9 +617,9 @@ def test_a_warm_run_copies_its_chunks_file_from_the_cache_and_never_a_damaged_on
 
 
 def test_lone_surrogates_are_written_as_json_escapes(tmp_path: Path) -> None:
-    """An external retriever's chunk can hold a lone surrogate (``\\ud800``; the corpus
-    and golden readers refuse one): a JSON lines file holds it as its escape, stays UTF-8
-    and reads back the same text."""
+    """A lone surrogate (``\\ud800``; the corpus, golden and external-run readers refuse
+    one, a model server's JSON reply could hold one): a JSON lines file holds it as its
+    escape, stays UTF-8 and reads back the same text."""
     chunk = Chunk("d@0-4", "d", 0, 4, "a\ud800b\udfff", ("T\udc00",))
     path = tmp_path / "chunks.jsonl"
     write_lines(path, [chunk_line(chunk)])

@@ -238,9 +238,9 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
 
 def write_lines(path: Path, lines: Iterable[str]) -> None:
     """``lines`` of JSON (each ending in a newline) as a UTF-8 file, written like
-    :func:`write_jsonl`; a lone surrogate (the corpus and golden readers refuse one, but an
-    external retriever's chunk can hold one) is written as its JSON escape, so the file is
-    UTF-8 and reads back the same value."""
+    :func:`write_jsonl`; a lone surrogate (the corpus, golden and external-run readers
+    refuse one, but a model server's JSON reply could hold one) is written as its JSON
+    escape, so the file is UTF-8 and reads back the same value."""
     with atomic_writer(path, errors=_json_escape()) as handle:
         handle.writelines(lines)
 

@@ -601,8 +601,11 @@ def builder_alive(temp: Path) -> bool:
     if not (temp.name.startswith(ENTRY_TEMP_PREFIX) and dot and key):
         return False
     try:
-        with open(lock_path(temp.parent, key), "rb") as handle:  # closing it unlocks
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Shared: it conflicts with the builder's exclusive lock all the same, and NFS (which
+        # emulates flock with byte-range locks) refuses an exclusive one on a file opened
+        # for reading. Closing the file unlocks.
+        with open(lock_path(temp.parent, key), "rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
     except OSError:

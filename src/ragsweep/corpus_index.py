@@ -29,6 +29,7 @@ from typing import Any, overload
 import numpy as np
 
 from ragsweep import corpus as corpus_module
+from ragsweep import lone_surrogates
 from ragsweep.cache import StageCache, write_json
 from ragsweep.config import CorpusConfig
 from ragsweep.corpus import (
@@ -253,7 +254,7 @@ class IdPositions(Mapping[str, int]):
 
 def _reader_code() -> str:
     """The corpus reader's source: a changed reader reads every file whole again."""
-    return source_digest(corpus_module)
+    return source_digest(corpus_module, lone_surrogates)
 
 
 def _read_whole(cfg: CorpusConfig, path: Path) -> tuple[Corpus, np.ndarray]:

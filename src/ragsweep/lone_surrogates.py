@@ -1,11 +1,14 @@
 """Lone surrogates: code points a JSON string can escape (``"\\ud800"``) that are not
 Unicode characters. Python parses them into a ``str`` that UTF-8 cannot encode, so a
-text holding one would fail far from where it was read (a cache file, a tokenizer, MLflow);
-the corpus and golden readers refuse it on the line that holds it instead.
+text holding one would fail far from where it was read (writing a cache entry or a run's
+files); the readers of a user's JSON (corpus, golden set, SQuAD import, external runs)
+refuse it where it is read instead.
 
-A UTF-8 file cannot hold a surrogate, so only a JSON escape of one (``\\uD800``-``\\uDFFF``)
-can put one in a parsed value; a line without such an escape is not looked into. A pair of
-escapes (``"\\ud83d\\ude00"``) is one character and is accepted.
+A file decoded strictly as UTF-8 cannot hold a surrogate (the golden reader decodes with
+``surrogateescape`` but refuses the U+DC80-U+DCFF it makes before parsing), so only a JSON
+escape of one (``\\uD800``-``\\uDFFF``) can put one in a parsed value; a text without such an
+escape is not looked into. A pair of escapes (``"\\ud83d\\ude00"``) is one character and is
+accepted.
 """
 
 from __future__ import annotations
@@ -15,14 +18,15 @@ from collections.abc import Iterator
 from typing import Any
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def lone_surrogate(line: str, value: Any) -> str | None:
-    """Where ``value`` (parsed from the JSON text ``line``) holds a lone surrogate, as a
-    message naming the field, the code point and its 1-based character position in that
-    string; None when it holds none."""
-    if _SURROGATE_ESCAPE.search(line) is None:  # in C; the common case
+def lone_surrogate(source: str | bytes, value: Any) -> str | None:
+    """Where ``value`` (parsed from the JSON text ``source``, a line or a whole file, as
+    text or UTF-8 bytes) holds a lone surrogate, as a message naming the field, the code
+    point and its 1-based character position in that string; None when it holds none."""
+    if not _has_surrogate_escape(source):  # the common case
         return None
     for field, text in _strings(value, ""):
         found = _LONE_SURROGATE.search(text)
@@ -34,6 +38,13 @@ def lone_surrogate(line: str, value: Any) -> str | None:
                 "high then low) or remove the escape"
             )
     return None
+
+
+def _has_surrogate_escape(source: str | bytes) -> bool:
+    """Whether ``source`` holds a JSON escape of a surrogate (one regex search, in C)."""
+    if isinstance(source, bytes):
+        return _SURROGATE_ESCAPE_BYTES.search(source) is not None
+    return _SURROGATE_ESCAPE.search(source) is not None
 
 
 def _strings(value: Any, field: str) -> Iterator[tuple[str, str]]:

@@ -39,6 +39,7 @@ from ragsweep.encoding import ModelIdentity, options_for
 from ragsweep.errors import BackendError, ConfigError
 from ragsweep.hashing import sha256_file, sha256_json, source_digest
 from ragsweep.index import IndexProvenance, Query, Ranked
+from ragsweep.lone_surrogates import lone_surrogate
 
 Span = tuple[str, int, int]
 
@@ -72,6 +73,9 @@ def _jsonl(path: str) -> list[tuple[int, dict[str, Any]]]:
                 raise ConfigError(f"{path}:{number}: not JSON: {exc}") from None
             if not isinstance(row, dict):
                 raise ConfigError(f"{path}:{number}: expected an object")
+            problem = lone_surrogate(line, row)
+            if problem is not None:
+                raise ConfigError(f"{path}:{number}: {problem}")
             rows.append((number, row))
     return rows
 

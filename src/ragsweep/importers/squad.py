@@ -25,6 +25,7 @@ from typing import Any
 from ragsweep import __version__
 from ragsweep.errors import ConfigError, CorpusError, GoldenError, RagsweepError
 from ragsweep.golden import assign_split
+from ragsweep.lone_surrogates import lone_surrogate
 from ragsweep.registry import Registry
 
 PARAGRAPH_SEPARATOR = "\n\n"
@@ -255,6 +256,9 @@ def _read_source(path: Path, max_articles: int | None) -> _Source:
         raise CorpusError(f"{path}: not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise CorpusError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    problem = lone_surrogate(data, parsed)
+    if problem is not None:
+        raise CorpusError(f"{path}: {problem}")
     articles = parsed.get("data") if isinstance(parsed, dict) else None
     if not isinstance(articles, list) or not articles:
         raise CorpusError(
