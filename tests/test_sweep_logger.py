@@ -195,6 +195,36 @@ def test_an_interrupted_log_is_mended_not_repeated(tmp_path: Path, mini_project:
     assert client.get_run(run_id).data.tags[tag.LOGGED] == "complete"
 
 
+def test_ragsweep_log_mends_what_a_killed_logger_left(tmp_path: Path, mini_project: Path):
+    """``ragsweep-log RUN_DIR`` after a logger was killed: a complete run still RUNNING is
+    closed and reported as already logged; a half-logged one is closed FAILED and the
+    record logged again, once."""
+    run_dir, _ = logged_run_dir(tmp_path, mini_project)
+    client = MlflowClient(f"sqlite:///{tmp_path / 'out' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("ragsweep").experiment_id
+    (done,) = client.search_runs([experiment])
+    client.update_run(done.info.run_id, status="RUNNING")
+    closed = subprocess.run(
+        [str(BIN / "ragsweep-log"), str(run_dir)], capture_output=True, text=True, env=ENV
+    )
+    assert closed.returncode == 0, closed.stderr[-3000:]
+    assert f"already logged as run {done.info.run_id}" in closed.stdout
+    assert client.get_run(done.info.run_id).info.status == "FINISHED"
+
+    fresh = copied_with_new_record(run_dir, tmp_path / "fresh")
+    record_id = json.loads((fresh / RECORD_FILE).read_text(encoding="utf-8"))["record_id"]
+    half = client.create_run(experiment, tags={tag.RECORD_ID: record_id})
+    logged = subprocess.run(
+        [str(BIN / "ragsweep-log"), str(fresh)], capture_output=True, text=True, env=ENV
+    )
+    assert logged.returncode == 0, logged.stderr[-3000:]
+    assert client.get_run(half.info.run_id).info.status == "FAILED"
+    complete = client.search_runs([experiment], filter_string=f"tags.`{tag.LOGGED}` = 'complete'")
+    assert len(complete) == 2
+    (new,) = [r for r in complete if r.info.run_id != done.info.run_id]
+    assert f"logged as run {new.info.run_id}" in logged.stdout and "already" not in logged.stdout
+
+
 def test_a_sweep_whose_runs_were_not_all_logged_exits_2_at_its_end(tmp_path: Path):
     broken = tmp_path / "broken"
     broken.mkdir()

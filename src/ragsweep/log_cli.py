@@ -29,7 +29,7 @@ from ragsweep import background_log
 from ragsweep.config import TrackingConfig
 from ragsweep.errors import RagsweepError
 from ragsweep.sweep.logger import serve
-from ragsweep.tracking import RunRecord, find_logged, load_record, log_run
+from ragsweep.tracking import RunRecord, find_logged, load_record, log_run, log_run_once
 from ragsweep.tracking_store import reason, tracking_uri
 
 EXIT_ERROR = 2
@@ -49,14 +49,17 @@ def _load(run_dir: Path, uri: str | None) -> tuple[TrackingConfig, RunRecord]:
 
 def log_directory(run_dir: Path, uri: str | None) -> str:
     """Log ``run_dir`` (unless already logged); return a one-line account of what happened.
-    A background log of it that did not finish is forgotten then (its marker, beside the
-    store the run was configured with)."""
+    What a killed logger of it left is mended (:func:`~ragsweep.tracking.log_run_once`): a
+    complete run still RUNNING is closed, an incomplete one closed FAILED and the record
+    logged again. A background log of it that did not finish is forgotten then (its
+    marker, beside the store the run was configured with)."""
     tracking, record = _load(run_dir, uri)
     existing = find_logged(tracking, record)
+    run_id = log_run_once(tracking, record)
     account = (
-        f"{run_dir}: already logged as run {existing}"
-        if existing is not None
-        else f"{run_dir}: logged as run {log_run(tracking, record)}"
+        f"{run_dir}: already logged as run {run_id}"
+        if run_id == existing
+        else f"{run_dir}: logged as run {run_id}"
     )
     configured, _ = load_record(run_dir)
     background_log.forget(tracking_uri(configured), record.record_id)
