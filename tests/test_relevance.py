@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -179,19 +180,25 @@ def test_from_rows_rejects_an_empty_interval() -> None:
         IntervalBatch.from_rows([[("a", 3, 3)]], {"a": 0})
 
 
+def from_columns(intervals: list[tuple[str, Any, Any]], codes: dict[str, int]) -> IntervalBatch:
+    """:meth:`IntervalBatch.from_columns` of ``intervals`` cut into their three columns."""
+    docs, starts, ends = ([i[k] for i in intervals] for k in range(3))
+    return IntervalBatch.from_columns(docs, starts, ends, codes)
+
+
 def test_one_row_packed_as_arrays_equals_the_row_packed_interval_by_interval() -> None:
     rng = random.Random(7)
     docs = [f"d{i}" for i in range(6)]
     intervals = [(rng.choice(docs), s, s + rng.randint(1, 9)) for s in range(0, 300, 3)]
     codes = doc_codes(intervals)
     fast, slow = (
-        IntervalBatch.from_intervals(intervals, codes),
+        from_columns(intervals, codes),
         IntervalBatch.from_rows([intervals], codes),
     )
     for column in ("doc", "start", "end"):
         assert np.array_equal(getattr(fast, column), getattr(slow, column))
         assert getattr(fast, column).dtype == np.int64
-    empty = IntervalBatch.from_intervals([], {})
+    empty = from_columns([], {})
     assert empty.doc.shape == IntervalBatch.from_rows([[]], {}).doc.shape
     for bad in (
         [*intervals, ("d1", 5, 5)],
@@ -200,7 +207,7 @@ def test_one_row_packed_as_arrays_equals_the_row_packed_interval_by_interval() -
         [("d0", -0.5, 3)],
     ):
         with pytest.raises(ValueError) as fast_error:
-            IntervalBatch.from_intervals(bad, codes)
+            from_columns(bad, codes)
         with pytest.raises(ValueError) as slow_error:
             IntervalBatch.from_rows([bad], codes)
         assert str(fast_error.value) == str(slow_error.value)

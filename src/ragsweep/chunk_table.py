@@ -151,15 +151,17 @@ class ChunkTable(Sequence[Chunk]):
     def _chunk(self, row: int) -> Chunk:
         found = self._built.get(row)
         if found is None:
-            doc, start, end, heading = self._span(row)
-            text = self._known_text(row)
-            if text is None:
-                document = self.corpus.documents[doc]
-                found = make_chunk(document, start, end, self.headings[heading])
-            else:
-                found = _known_chunk(self.corpus.ids[doc], start, end, text, self.headings[heading])
-            self._built[row] = found
+            found = self._built[row] = self._build(row, *self._span(row))
         return found
+
+    def _build(self, row: int, doc: int, start: int, end: int, heading: int) -> Chunk:
+        """The chunk of ``row`` (span ``doc, start, end, heading``): from its given text
+        (:meth:`add_texts`, :meth:`add_packed_texts`) when there is one, else cut from
+        its document."""
+        text = self._known_text(row)
+        if text is None:
+            return make_chunk(self.corpus.documents[doc], start, end, self.headings[heading])
+        return _known_chunk(self.corpus.ids[doc], start, end, text, self.headings[heading])
 
     def take(self, rows: Sequence[int]) -> list[Chunk]:
         """The chunks at ``rows`` (non-negative), in that order: their spans read in one
@@ -174,21 +176,15 @@ class ChunkTable(Sequence[Chunk]):
         if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
             raise IndexError(f"chunk rows outside 0..{len(self) - 1}")
         spans = self._spans_of(picked).tolist()
-        documents, headings = self.corpus.documents, self.headings
-        read_many = getattr(documents, "read_many", None)
+        read_many = getattr(self.corpus.documents, "read_many", None)
         rows = picked.tolist()
         if read_many is not None:  # the documents of the rows neither built nor known
             read_many(self._unknown_docs(rows, spans))
         taken = []
-        for row, (doc, start, end, heading) in zip(rows, spans, strict=True):
+        for row, span in zip(rows, spans, strict=True):
             chunk = built.get(row)
             if chunk is None:
-                text = self._known_text(row)
-                chunk = built[row] = (
-                    make_chunk(documents[doc], start, end, headings[heading])
-                    if text is None
-                    else _known_chunk(self.corpus.ids[doc], start, end, text, headings[heading])
-                )
+                chunk = built[row] = self._build(row, *span)
             taken.append(chunk)
         return taken
 
@@ -385,8 +381,7 @@ class KnownRows:
 
     def position(self, row: int) -> int | None:
         """The index of ``row`` among :attr:`rows`, or None."""
-        i = bisect.bisect_left(self._row_list, row)
-        return i if i < len(self._row_list) and self._row_list[i] == row else None
+        return _index_in(self._row_list, row)
 
     def positions(self, picked: np.ndarray) -> np.ndarray | None:
         """The indices of the rows ``picked`` among :attr:`rows`, or None unless all are."""
@@ -410,17 +405,19 @@ class PackedTexts:
     def __init__(self, rows: list[int], offsets: list[int], packed: str) -> None:
         self.rows, self.offsets, self.packed = rows, offsets, packed
 
-    def _position(self, row: int) -> int | None:
-        i = bisect.bisect_left(self.rows, row)
-        return i if i < len(self.rows) and self.rows[i] == row else None
-
     def __contains__(self, row: object) -> bool:
-        return isinstance(row, int) and self._position(row) is not None
+        return isinstance(row, int) and _index_in(self.rows, row) is not None
 
     def get(self, row: int) -> str | None:
         """Row ``row``'s text, or None when it is not among the rows."""
-        i = self._position(row)
+        i = _index_in(self.rows, row)
         return None if i is None else self.packed[self.offsets[i] : self.offsets[i + 1]]
+
+
+def _index_in(ascending: list[int], row: int) -> int | None:
+    """The index of ``row`` in the list ``ascending`` (distinct values), or None."""
+    i = bisect.bisect_left(ascending, row)
+    return i if i < len(ascending) and ascending[i] == row else None
 
 
 def _check_text_lengths(rows: np.ndarray, spans: np.ndarray, texts: Sequence[object]) -> None:
@@ -442,7 +439,7 @@ def _known_chunk(
     """The chunk :func:`~ragsweep.chunking.make_chunk` cuts from document ``doc_id``, whose
     ``text[start:end]`` is ``text``; its id is derived from the span the same way (that
     helper is not split in two: chunking.py's source digest is part of every chunks key)."""
-    return Chunk(f"{doc_id}@{start}-{end}", doc_id, start, end, text, heading_path)
+    return Chunk(chunk_id(doc_id, start, end), doc_id, start, end, text, heading_path)
 
 
 @dataclass(frozen=True)

@@ -65,18 +65,6 @@ class IntervalBatch:
         return cls(doc, start, end)
 
     @classmethod
-    def from_intervals(
-        cls, intervals: Sequence[Interval], codes: Mapping[str, int]
-    ) -> IntervalBatch:
-        """``from_rows([intervals], codes)``, one row, checked and packed as whole arrays:
-        a run's retrieved chunks are thousands of intervals. The same errors: a bad
-        interval is reported by :meth:`from_rows`."""
-        if not intervals or any(len(interval) != 3 for interval in intervals):
-            return cls.from_rows([intervals], codes)
-        docs, starts, ends = zip(*intervals, strict=True)
-        return cls.from_columns(docs, starts, ends, codes)
-
-    @classmethod
     def from_columns(
         cls,
         docs: Sequence[str],
@@ -84,8 +72,10 @@ class IntervalBatch:
         ends: Sequence[int],
         codes: Mapping[str, int],
     ) -> IntervalBatch:
-        """:meth:`from_intervals` of the intervals ``(docs[i], starts[i], ends[i])``, given
-        as three columns (no tuple per interval is made), with its errors."""
+        """``from_rows([intervals], codes)`` of the intervals ``(docs[i], starts[i],
+        ends[i])``, given as three columns (no tuple per interval is made) and checked and
+        packed as whole arrays: a run's retrieved chunks are thousands of intervals. The
+        same errors: a bad interval is reported by :meth:`from_rows`."""
         start, end = np.asarray(starts), np.asarray(ends)
         if (
             not len(docs)
@@ -110,7 +100,7 @@ class IntervalBatch:
             raise ValueError("interval columns of different lengths")
         if not len(doc):
             return cls.from_rows([[]], {})  # one empty slot, as an empty row packs
-        if doc.size and doc.min() < 0:
+        if doc.min() < 0:
             raise ValueError(f"document code {int(doc.min())} is negative")
         bad = np.flatnonzero((start < 0) | (start >= end))
         if bad.size:

@@ -50,7 +50,7 @@ QUERY_SIDE_FILE = "query_side.json"
 """Beside cached rankings: the preprocessing of the index they were searched on."""
 PACKED_TEXTS_FILE = "retrieved_texts.txt"
 """Beside cached rankings: the text of every chunk the rankings hold, concatenated in row
-order (UTF-8; a lone surrogate, which a JSON corpus can hold, kept as its three bytes), so
+order (UTF-8; a lone surrogate, should one reach it, kept as its three bytes), so
 a hit builds those chunks from it without reading their documents (docs/caching.md, "What
 a warm run reads"); at most queries × depth texts. Each text is as long as its span, so
 the spans cut them apart: :meth:`ChunkTable.add_packed_texts`."""
