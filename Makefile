@@ -59,7 +59,7 @@ test-fast: setup ## The test suite without the wheel test (pytest -m 'not qualit
 	$(BIN)/pytest -q -m 'not quality and not wheel'
 
 test-wheel: setup ## Build the wheel, install it in a fresh venv, run it from empty dirs (docs/install.md)
-	$(BIN)/pytest -q -m wheel tests/test_wheel.py
+	$(BIN)/pytest -q -m wheel tests/cli/test_wheel.py
 
 lint: setup ## ruff (lint + format check) and mypy
 	$(BIN)/ruff check src tests bench

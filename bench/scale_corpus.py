@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsweep.encoding import ModelIdentity, l2_normalize
+from ragsweep.index.encoding import ModelIdentity, l2_normalize
 
 ONSETS = (
     "b",
@@ -256,10 +256,10 @@ def hashed_identity(dimension: int) -> ModelIdentity:
 def register_hashed_backend() -> None:
     """Register ``embedding.backend=hashed_bow``: ragsweep's own dense backend (embedding
     store, memory-mapped vectors, blocked exact search) over :class:`HashedBagOfWords`."""
-    from ragsweep.backends import BACKENDS
-    from ragsweep.backends.dense import DenseBackend
-    from ragsweep.config import EmbeddingConfig
-    from ragsweep.encoding import options_for
+    from ragsweep.config.schema import EmbeddingConfig
+    from ragsweep.index.backends import BACKENDS
+    from ragsweep.index.backends.dense import DenseBackend
+    from ragsweep.index.encoding import options_for
 
     def identity(cfg: EmbeddingConfig) -> ModelIdentity:
         return hashed_identity(options_for(HashedOptions, cfg).dimension)

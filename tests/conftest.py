@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from ragsweep.appconfig import config_dir, register_resolvers
+from ragsweep.config.app import config_dir, register_resolvers
 from tests.fake_ollama import FakeModelServer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragsweep.appconfig import plain_config
-from ragsweep.pipeline import RunResult, run_evaluation
-from ragsweep.run_config import resolve
+from ragsweep.config.app import plain_config
+from ragsweep.run.config import resolve
+from ragsweep.run.pipeline import RunResult, run_evaluation
 
 # One holdout case BM25 finds (shared words) and one it cannot (no shared token at all).
 EXTRA_HOLDOUT: list[dict[str, Any]] = [

@@ -50,7 +50,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from tests.ports import free_port
 
-from ragsweep import tags as tag
+from ragsweep.core import tags as tag
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "outputs" / "browser"

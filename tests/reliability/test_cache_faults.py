@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import yaml
 
-from ragsweep.appconfig import plain_config
-from ragsweep.backends.use_m3 import UseM3Encoder
-from ragsweep.cache import EmbeddingStore, StageCache, verify_entry, verify_shard
-from ragsweep.config import EmbeddingConfig
-from ragsweep.errors import CacheError
-from ragsweep.hashing import sha256_file
-from ragsweep.pipeline import RunResult, run_evaluation
-from ragsweep.run_config import resolve
+from ragsweep.cache.stage import EmbeddingStore, StageCache, verify_entry, verify_shard
+from ragsweep.config.app import plain_config
+from ragsweep.config.schema import EmbeddingConfig
+from ragsweep.core.errors import CacheError
+from ragsweep.core.hashing import sha256_file
+from ragsweep.index.backends.use_m3 import UseM3Encoder
+from ragsweep.run.config import resolve
+from ragsweep.run.pipeline import RunResult, run_evaluation
 from tests.reliability.conftest import MountFn, fill, run_command
 from tests.test_pipeline import project_overrides
 

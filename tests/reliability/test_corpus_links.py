@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ragsweep.config import CorpusConfig
-from ragsweep.corpus import load_corpus
-from ragsweep.errors import CorpusError
+from ragsweep.config.schema import CorpusConfig
+from ragsweep.core.errors import CorpusError
+from ragsweep.data.corpus import load_corpus
 from tests.reliability.conftest import run_command
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ragsweep.config import CorpusConfig, GoldenConfig
-from ragsweep.corpus import load_corpus
-from ragsweep.errors import MAX_REPORTED_PROBLEMS, CorpusError, GoldenError
-from ragsweep.golden import load_golden
+from ragsweep.config.schema import CorpusConfig, GoldenConfig
+from ragsweep.core.errors import MAX_REPORTED_PROBLEMS, CorpusError, GoldenError
+from ragsweep.data.corpus import load_corpus
+from ragsweep.data.golden import load_golden
 from tests.reliability.conftest import run_command
 from tests.test_pipeline import project_overrides
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ragsweep.chunking import chunk_corpus, find_sections, indexed_text
-from ragsweep.config import ChunkingConfig, CorpusConfig, GoldenConfig
-from ragsweep.corpus import load_corpus
-from ragsweep.errors import GoldenError
-from ragsweep.golden import load_golden
+from ragsweep.chunk.chunkers import chunk_corpus, find_sections, indexed_text
+from ragsweep.config.schema import ChunkingConfig, CorpusConfig, GoldenConfig
+from ragsweep.core.errors import GoldenError
+from ragsweep.data.corpus import load_corpus
+from ragsweep.data.golden import load_golden
 from tests.reliability.conftest import run_command
 
 LF = (

@@ -11,9 +11,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 from mlflow.utils.validation import _validate_metric_name
 
-from ragsweep import tags as tag
-from ragsweep.hashing import sha256_text
-from ragsweep.metric_keys import HASH_CHARS, by_type_key, type_names, type_segment
+from ragsweep.core import tags as tag
+from ragsweep.core.hashing import sha256_text
+from ragsweep.eval.metric_keys import HASH_CHARS, by_type_key, type_names, type_segment
 from ragsweep.release.store import RunStore
 from tests.conftest import write_jsonl
 from tests.test_pipeline import evaluate

@@ -4,7 +4,7 @@ takes the parent over, so every configuration keeps exactly one successful child
 Every test runs on a SQLite store (file lock and compare-and-set) and on MLflow's tracking
 server (compare-and-set only):
 
-- the user's case: an interrupted sweep (made as in tests/test_sweep.py: Ctrl-C during a
+- the user's case: an interrupted sweep (made as in tests/sweep/test_sweep.py: Ctrl-C during a
   job) resumed by two real ``ragsweep -m sweep=...`` processes started together;
 - the same takeover with the start lined up: two processes that have opened the store
   wait for each other, then call ``SweepRuns.open`` at the same instant (before the fix, 6
@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ragsweep import tags as tag
-from ragsweep.config import TrackingConfig
+from ragsweep.config.schema import TrackingConfig
+from ragsweep.core import tags as tag
 from ragsweep.sweep.runs import CLAIM_PARAM, SweepRuns
 from ragsweep.sweep.spec import load_sweep
 from tests.reliability.tracking_servers import MlflowServer
@@ -39,7 +39,7 @@ LOST = ("is being resumed", "is still RUNNING", "was taken over by another proce
 CLAIM_SCRIPT = """
 import pathlib, sys, time
 from ragsweep.sweep.runs import SweepInProgressError, claim_parent
-from ragsweep.tracking_store import open_client
+from ragsweep.tracking.store import open_client
 uri, parent, barrier, name = sys.argv[1:5]
 client = open_client(uri)
 run = client.get_run(parent)  # read before the other process claims
@@ -56,10 +56,10 @@ except SweepInProgressError as exc:
 
 OPEN_SCRIPT = """
 import pathlib, sys, time
-from ragsweep.config import TrackingConfig
+from ragsweep.config.schema import TrackingConfig
 from ragsweep.sweep.runs import SweepInProgressError, SweepRuns
 from ragsweep.sweep.spec import load_sweep
-from ragsweep.tracking import ensure_experiment
+from ragsweep.tracking.log import ensure_experiment
 uri, experiment, sweep_file, digest, barrier, name = sys.argv[1:7]
 tracking = TrackingConfig(uri=uri, experiment=experiment)
 spec = load_sweep(pathlib.Path(sweep_file))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragsweep.secret_keys import is_secret_key
+from ragsweep.core.secret_keys import is_secret_key
 from tests.reliability.conftest import files_containing, run_command
 from tests.test_pipeline import project_overrides
 

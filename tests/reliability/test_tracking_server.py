@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ragsweep import tags as tag
-from ragsweep.case_table import SHOWN_FIELDS
-from ragsweep.config import TrackingConfig
-from ragsweep.tracking_store import TrackingStoreError, prepare_store
+from ragsweep.config.schema import TrackingConfig
+from ragsweep.core import tags as tag
+from ragsweep.eval.case_table import SHOWN_FIELDS
+from ragsweep.tracking.store import TrackingStoreError, prepare_store
 from tests.reliability.tracking_servers import (
     HoldingProxy,
     MlflowServer,

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ragsweep import tags as tag
-from ragsweep.config import TrackingConfig
-from ragsweep.tracking_store import TMP_PREFIX, prepare_store
+from ragsweep.config.schema import TrackingConfig
+from ragsweep.core import tags as tag
+from ragsweep.tracking.store import TMP_PREFIX, prepare_store
 from tests.test_pipeline import project_overrides
 
 BIN = Path(sys.executable).parent

@@ -32,18 +32,18 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
-from ragsweep import tags as tag
-from ragsweep.appconfig import plain_config, sweep_dirs
-from ragsweep.callbacks import tracking_settings
-from ragsweep.corpus import load_corpus
-from ragsweep.errors import ConfigError, RagsweepError
-from ragsweep.golden import load_golden
-from ragsweep.run_config import RunConfig, resolve
-from ragsweep.run_names import sweep_child_name
-from ragsweep.run_notes import config_summary
-from ragsweep.run_record import run_params
+from ragsweep.cli.callbacks import tracking_settings
+from ragsweep.config.app import plain_config, sweep_dirs
+from ragsweep.core import tags as tag
+from ragsweep.core.errors import ConfigError, RagsweepError
+from ragsweep.core.terminal import say
+from ragsweep.data.corpus import load_corpus
+from ragsweep.data.golden import load_golden
+from ragsweep.run.config import RunConfig, resolve
+from ragsweep.run.names import sweep_child_name
+from ragsweep.run.notes import config_summary
+from ragsweep.run.record import run_params
 from ragsweep.sweep.factors import Factors, describe, other_factors, result_values, varied
-from ragsweep.sweep.logger import drain_active, logging_jobs
 from ragsweep.sweep.paired import CaseValues, Unpaired, read_case_values
 from ragsweep.sweep.report import (
     plot_objective_by_axis,
@@ -62,7 +62,7 @@ from ragsweep.sweep.spec import (
     override_text,
     resolve_sweep_path,
 )
-from ragsweep.terminal import say
+from ragsweep.tracking.sweep_logger import drain_active, logging_jobs
 
 _ABSENT = object()
 RUN_NAME_KEY = "tracking.run_name"
@@ -146,7 +146,7 @@ class OneAxisSweeperImpl:
         self.resume = resume
         self.max_batch_size = max_batch_size
         self.params = params
-        self.console = Console()  # messages are wrapped to its width (ragsweep.terminal)
+        self.console = Console()  # messages are wrapped to its width (ragsweep.core.terminal)
         self.grid: BasicSweeper | None = None
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None

@@ -3,8 +3,8 @@ defaults in Hydra's config search path.
 
 Hydra discovers every plugin under ``hydra_plugins`` for every Hydra app in the
 environment, so this one acts only when the primary config source is ragsweep's own
-(:func:`ragsweep.appconfig.is_packaged_config`). The folders and their order come from
-:func:`ragsweep.appconfig.override_config_dirs`: ``--config-dir`` folders, then the
+(:func:`ragsweep.config.app.is_packaged_config`). The folders and their order come from
+:func:`ragsweep.config.app.override_config_dirs`: ``--config-dir`` folders, then the
 project's ``conf/``. The first folder that has a config file wins, so a project's
 ``conf/corpus/handbook.yaml`` adds an option and its ``conf/eval/default.yaml`` replaces the
 packaged one.
@@ -23,7 +23,7 @@ class RagsweepSearchPath(SearchPathPlugin):
     """See module docstring."""
 
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        from ragsweep.appconfig import is_packaged_config, override_config_dirs
+        from ragsweep.config.app import is_packaged_config, override_config_dirs
 
         mains = [e for e in search_path.get_path() if e.provider == MAIN]
         if not mains or not is_packaged_config(mains[0].path):

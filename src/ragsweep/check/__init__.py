@@ -21,7 +21,6 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ragsweep.appconfig import project_sweeps_dir
 from ragsweep.check.compose import Composer, composer
 from ragsweep.check.config import ConfigCheck, check_config
 from ragsweep.check.golden import check_golden
@@ -29,13 +28,14 @@ from ragsweep.check.problems import Problem
 from ragsweep.check.store import StoreProblem, probe
 from ragsweep.check.summary import Facts, render_problems, render_summary
 from ragsweep.check.sweeps import SweepCheck, check_sweep, chunking_label
-from ragsweep.chunking import chunk_corpus
-from ragsweep.config import ChunkingConfig
-from ragsweep.corpus import Corpus, load_corpus
-from ragsweep.errors import RagsweepError
-from ragsweep.golden import GoldenSet
-from ragsweep.terminal import terminal_width
-from ragsweep.tracking import tracking_uri
+from ragsweep.chunk.chunkers import chunk_corpus
+from ragsweep.config.app import project_sweeps_dir
+from ragsweep.config.schema import ChunkingConfig
+from ragsweep.core.errors import RagsweepError
+from ragsweep.core.terminal import terminal_width
+from ragsweep.data.corpus import Corpus, load_corpus
+from ragsweep.data.golden import GoldenSet
+from ragsweep.tracking.log import tracking_uri
 
 EXIT_PROBLEMS = 2
 
@@ -86,7 +86,7 @@ def _check_data(config: ConfigCheck, found: Findings) -> None:
 
 
 def _split_problems(golden: GoldenSet, split: str) -> list[Problem]:
-    from ragsweep.pipeline import select_cases
+    from ragsweep.run.pipeline import select_cases
 
     try:
         select_cases(golden, split)

@@ -22,7 +22,8 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
-from ragsweep.appconfig import (
+from ragsweep.check.problems import Problem, first_line
+from ragsweep.config.app import (
     CONFIG_MODULE,
     CONFIG_NAME,
     config_dir,
@@ -30,8 +31,7 @@ from ragsweep.appconfig import (
     plain_config,
     register_resolvers,
 )
-from ragsweep.check.problems import Problem, first_line
-from ragsweep.registry import did_you_mean
+from ragsweep.core.registry import did_you_mean
 
 COMMAND_LINE = "command line"
 COMPOSE_ERRORS = (HydraException, OmegaConfBaseException)

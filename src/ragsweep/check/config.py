@@ -15,9 +15,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ragsweep.check.compose import COMMAND_LINE, Composer, override_key, task_config
 from ragsweep.check.problems import Problem, first_line, located
-from ragsweep.config import from_mapping
-from ragsweep.errors import RagsweepError
-from ragsweep.run_config import ResolvedConfig, RunConfig, group_names, resolve
+from ragsweep.config.schema import from_mapping
+from ragsweep.core.errors import RagsweepError
+from ragsweep.run.config import ResolvedConfig, RunConfig, group_names, resolve
 
 OPTIONAL_GROUPS = ("judge",)  # absent means off (RunConfig.from_container)
 _KEY = re.compile(r"^([A-Za-z_]\w*)((?:\.\w+)*)")

@@ -1,8 +1,8 @@
 """Every problem of a golden file in one pass, for ``ragsweep check``.
 
-:func:`ragsweep.golden.load_golden` stops at the first problem. This module reads the file
+:func:`ragsweep.data.golden.load_golden` stops at the first problem. This module reads the file
 line by line and validates each case with the loader's own per-case validation
-(``ragsweep.golden._parse_case``), so the messages, rules and line numbers are the
+(``ragsweep.data.golden._parse_case``), so the messages, rules and line numbers are the
 loader's; it reports every failing line, then duplicate ids.
 """
 
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragsweep.check.problems import Problem
-from ragsweep.config import GoldenConfig
-from ragsweep.corpus import Corpus
-from ragsweep.errors import GoldenError
-from ragsweep.golden import GoldenCase, GoldenSet, _parse_case, _read_bytes, _Where
+from ragsweep.config.schema import GoldenConfig
+from ragsweep.core.errors import GoldenError
+from ragsweep.data.corpus import Corpus
+from ragsweep.data.golden import GoldenCase, GoldenSet, _parse_case, _read_bytes, _Where
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ragsweep.check.problems import Problem
-from ragsweep.terminal import DEFAULT_WIDTH, wrap
+from ragsweep.core.terminal import DEFAULT_WIDTH, wrap
 
 if TYPE_CHECKING:
     from ragsweep.check.config import ConfigCheck
     from ragsweep.check.sweeps import SweepCheck
-    from ragsweep.corpus import Corpus
-    from ragsweep.golden import GoldenSet
+    from ragsweep.data.corpus import Corpus
+    from ragsweep.data.golden import GoldenSet
 
 SPLITS_SHOWN = ("tuning", "holdout")
 LABEL_WIDTH = 10

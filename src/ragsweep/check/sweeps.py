@@ -10,12 +10,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from ragsweep.appconfig import sweep_dirs
 from ragsweep.check.compose import COMPOSE_ERRORS, Composer, override_key, task_config
 from ragsweep.check.problems import Problem, first_line, located
-from ragsweep.config import ChunkingConfig
-from ragsweep.errors import RagsweepError
-from ragsweep.run_config import resolve
+from ragsweep.config.app import sweep_dirs
+from ragsweep.config.schema import ChunkingConfig
+from ragsweep.core.errors import RagsweepError
+from ragsweep.run.config import resolve
 from ragsweep.sweep.spec import (
     Axis,
     Point,

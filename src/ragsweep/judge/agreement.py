@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragsweep.errors import RagsweepError
-from ragsweep.evaluate import CASES_FILE
+from ragsweep.core.errors import RagsweepError
+from ragsweep.core.names import CASES_FILE
+from ragsweep.core.terminal import markdown_table
 from ragsweep.judge.jsonl import read_jsonl
-from ragsweep.report import markdown_table
 
 FIELDS = ("faithfulness", "relevance", "refusal")
 

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragsweep.errors import ConfigError
-from ragsweep.hashing import sha256_json
+from ragsweep.core.errors import ConfigError
+from ragsweep.core.hashing import sha256_json
+from ragsweep.index.remote.chat import ServedChatModel
 from ragsweep.judge.jsonl import read_jsonl
-from ragsweep.remote.chat import ServedChatModel
 
 ANSWERS_SOURCE = "answers-file"
 

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from ragsweep.golden import GoldenCase
+from ragsweep.data.golden import GoldenCase
+from ragsweep.index.remote.chat import ChatApi, JsonChat, Sampling, ServedChatModel
 from ragsweep.judge.answers import FixedAnswers
 from ragsweep.judge.config import JudgeConfig, Rubric
 from ragsweep.judge.context import PackedContext
@@ -28,7 +29,6 @@ from ragsweep.judge.verdict import (
     parse_verdict,
     verdict_schema,
 )
-from ragsweep.remote.chat import ChatApi, JsonChat, Sampling, ServedChatModel
 
 MAX_ATTEMPTS = 2
 __all__ = ["InvalidVerdict", "ModelOutput", "Models", "Verdict", "parse_verdict"]

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragsweep.config import check_all, load_config_file, not_hashed, result_fields
-from ragsweep.errors import ConfigError
-from ragsweep.hashing import sha256_json
-from ragsweep.remote.chat_apis import CHAT_APIS
-from ragsweep.remote.http import RetryPolicy
-from ragsweep.remote.ollama import DEFAULT_BASE_URL
+from ragsweep.config.schema import check_all, load_config_file, not_hashed, result_fields
+from ragsweep.core.errors import ConfigError
+from ragsweep.core.hashing import sha256_json
+from ragsweep.index.remote.chat_apis import CHAT_APIS
+from ragsweep.index.remote.http import RetryPolicy
+from ragsweep.index.remote.ollama import DEFAULT_BASE_URL
 
 SCORES = ("faithfulness", "relevance")
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ragsweep.chunking import Chunk
-from ragsweep.evaluate import RetrievedChunk
-from ragsweep.golden import EvidenceSpan
-from ragsweep.hashing import sha256_json
-from ragsweep.metrics import coverage_of
+from ragsweep.chunk.chunkers import Chunk
+from ragsweep.core.hashing import sha256_json
+from ragsweep.data.golden import EvidenceSpan
+from ragsweep.eval.metrics import coverage_of
+from ragsweep.eval.scoring import RetrievedChunk
 
 
 @dataclass(frozen=True)

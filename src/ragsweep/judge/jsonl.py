@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragsweep.corpus import jsonl_lines
-from ragsweep.errors import RagsweepError
+from ragsweep.core.errors import RagsweepError
+from ragsweep.data.corpus import jsonl_lines
 
 
 def read_jsonl(path: Path, error: type[RagsweepError]) -> list[tuple[int, dict[str, Any]]]:

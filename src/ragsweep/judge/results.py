@@ -11,14 +11,14 @@ from typing import Any
 
 from rich.console import Console
 
-from ragsweep import tags as tag
+from ragsweep.core import tags as tag
+from ragsweep.core.terminal import markdown_table
+from ragsweep.eval.metric_keys import by_type_key
+from ragsweep.index.remote.chat import ServedChatModel
 from ragsweep.judge.agreement import Agreement, Floors, render_markdown
 from ragsweep.judge.calls import InvalidReply
 from ragsweep.judge.config import JudgeConfig
 from ragsweep.judge.verdict import SCHEMA_KINDS
-from ragsweep.metric_keys import by_type_key
-from ragsweep.remote.chat import ServedChatModel
-from ragsweep.report import markdown_table
 
 JUDGE_METRIC_DEFINITIONS: dict[str, str] = {
     "faithfulness_mean": "Mean judge faithfulness (0-2) over judged cases: 2 = every claim "

@@ -17,22 +17,22 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ragsweep.cache import StageCache
-from ragsweep.chunking import Chunk
-from ragsweep.config import result_fields
-from ragsweep.evaluate import CaseResult
-from ragsweep.golden import GoldenCase
-from ragsweep.hashing import sha256_json
+from ragsweep.cache.stage import StageCache
+from ragsweep.chunk.chunkers import Chunk
+from ragsweep.config.schema import result_fields
+from ragsweep.core.hashing import sha256_json
+from ragsweep.core.progress import progress_bar
+from ragsweep.data.golden import GoldenCase
+from ragsweep.eval.scoring import CaseResult
+from ragsweep.index.remote.chat import ChatApi, ChatServer
+from ragsweep.index.remote.chat_apis import CHAT_APIS
+from ragsweep.index.remote.http import RetryPolicy
 from ragsweep.judge.agreement import compare, load_human
 from ragsweep.judge.answers import FixedAnswers, load_answers
 from ragsweep.judge.calls import AnswerSource, FileAnswers, GeneratorModel, ModelOutput, Models
 from ragsweep.judge.config import JudgeConfig, Rubric, load_rubric
 from ragsweep.judge.context import PackedContext, coverages, pack_context
 from ragsweep.judge.results import CaseJudgment, JudgeOutcome, ModelInfo
-from ragsweep.progress import progress_bar
-from ragsweep.remote.chat import ChatApi, ChatServer
-from ragsweep.remote.chat_apis import CHAT_APIS
-from ragsweep.remote.http import RetryPolicy
 
 log = logging.getLogger(__name__)
 CACHE_STAGE = "judge"

@@ -3,6 +3,6 @@ paired run comparison, the thresholds file and its ratchet, the quality gate and
 record. The MLflow store is the record every tool reads; see docs/promotion.md.
 
 One concern per module: :mod:`store` (reading runs), :mod:`promote`, :mod:`compare` (with
-the paired test of :mod:`ragsweep.stats`), :mod:`thresholds`, :mod:`gate`, :mod:`nightly`,
+the paired test of :mod:`ragsweep.eval.stats`), :mod:`thresholds`, :mod:`gate`, :mod:`nightly`,
 and :mod:`cli` (the console scripts).
 """

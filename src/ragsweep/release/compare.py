@@ -15,16 +15,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragsweep import measures
-from ragsweep import tags as tag
-from ragsweep.config import EvalConfig, from_mapping
-from ragsweep.evaluate import CaseResult, RetrievedChunk, summarize
-from ragsweep.measures import HIT, Measure
+from ragsweep.config.schema import EvalConfig, from_mapping
+from ragsweep.core import tags as tag
+from ragsweep.core.terminal import fit_markdown, markdown_table
+from ragsweep.eval import measures
+from ragsweep.eval.measures import HIT, Measure
+from ragsweep.eval.scoring import CaseResult, RetrievedChunk, summarize
+from ragsweep.eval.stats import PairedTest, paired_randomization_test
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.store import LoggedRun, RunStore
-from ragsweep.report import markdown_table, markdown_tables, metric_columns
-from ragsweep.stats import PairedTest, paired_randomization_test
-from ragsweep.terminal import fit_markdown
+from ragsweep.run.report import markdown_tables, metric_columns
 
 # What must match for two runs' per-case hits to mean the same thing: the same questions and
 # labels, the same documents, and the same relevance rule.

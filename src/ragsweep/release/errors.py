@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragsweep.errors import RagsweepError
+from ragsweep.core.errors import RagsweepError
 
 
 class RunLookupError(RagsweepError):

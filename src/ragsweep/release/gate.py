@@ -17,8 +17,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ragsweep import tags as tag
-from ragsweep.pipeline import RunResult, run_evaluation
+from ragsweep.core import tags as tag
+from ragsweep.core.terminal import fit_markdown, markdown_table
 from ragsweep.release.errors import RunLookupError, ThresholdsError
 from ragsweep.release.store import (
     HOLDOUT,
@@ -26,9 +26,8 @@ from ragsweep.release.store import (
     RunStore,
 )
 from ragsweep.release.thresholds import PROMOTED_BASELINE, Thresholds
-from ragsweep.report import markdown_table
-from ragsweep.run_config import resolve
-from ragsweep.terminal import fit_markdown
+from ragsweep.run.config import resolve
+from ragsweep.run.pipeline import RunResult, run_evaluation
 
 GATE_RUN_ENV = "RAGSWEEP_GATE_RUN"
 # Float noise allowed when comparing a value with a floor, a decline limit or a drop.

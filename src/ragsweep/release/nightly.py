@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ragsweep import tags as tag
+from ragsweep.core import tags as tag
 from ragsweep.release.compare import LATENCY_KEYS
 from ragsweep.release.errors import EvalLogError
 from ragsweep.release.gate import FLOAT_TOLERANCE, GateOutcome, run_gate

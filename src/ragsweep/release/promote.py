@@ -10,7 +10,7 @@ The holdout split is for the release decision only: ``eval.split=holdout`` is re
 3. counts the holdout evaluations of the same golden set (runs tagged
    ``ragsweep.stage=holdout`` with the same digest) in the last ``window_days`` and warns
    when this one exceeds ``max_uses``;
-4. runs :func:`ragsweep.pipeline.run_evaluation` with ``eval.split=holdout`` and tags
+4. runs :func:`ragsweep.run.pipeline.run_evaluation` with ``eval.split=holdout`` and tags
    ``ragsweep.stage=holdout``, ``ragsweep.promoted_from=RUN_ID`` and
    ``ragsweep.holdout_evaluations=N`` (this one included), logged to the store the tuning
    run came from, in the tuning run's experiment;
@@ -29,13 +29,13 @@ from typing import Any
 
 from rich.console import Console
 
-from ragsweep import tags as tag
-from ragsweep.config import EvalConfig
-from ragsweep.corpus import load_corpus
-from ragsweep.errors import ConfigError
-from ragsweep.golden import load_golden
-from ragsweep.metric_keys import by_type_key, type_names
-from ragsweep.pipeline import RunResult, run_evaluation
+from ragsweep.config.schema import EvalConfig
+from ragsweep.core import tags as tag
+from ragsweep.core.errors import ConfigError
+from ragsweep.core.terminal import fit_markdown, markdown_table, say
+from ragsweep.data.corpus import load_corpus
+from ragsweep.data.golden import load_golden
+from ragsweep.eval.metric_keys import by_type_key, type_names
 from ragsweep.release.errors import PromotionError
 from ragsweep.release.store import (
     HOLDOUT,
@@ -43,9 +43,9 @@ from ragsweep.release.store import (
     LoggedRun,
     RunStore,
 )
-from ragsweep.report import markdown_table, metric_columns
-from ragsweep.run_config import ResolvedConfig, RunConfig, config_hash, resolve
-from ragsweep.terminal import fit_markdown, say
+from ragsweep.run.config import ResolvedConfig, RunConfig, config_hash, resolve
+from ragsweep.run.pipeline import RunResult, run_evaluation
+from ragsweep.run.report import metric_columns
 
 DEFAULT_MAX_USES = 5
 DEFAULT_WINDOW_DAYS = 30

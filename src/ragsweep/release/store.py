@@ -15,15 +15,16 @@ from typing import Any
 
 import yaml
 
-from ragsweep import tags as tag
-from ragsweep.appconfig import compose, plain_config
-from ragsweep.artifact_store import artifact_text
-from ragsweep.config import TrackingConfig, from_mapping
-from ragsweep.evaluate import CASES_FILE, CaseResult, cases_from_jsonl
+from ragsweep.config.app import compose, plain_config
+from ragsweep.config.schema import TrackingConfig, from_mapping
+from ragsweep.core import tags as tag
+from ragsweep.core.names import CASES_FILE
+from ragsweep.eval.scoring import CaseResult, cases_from_jsonl
 from ragsweep.release.errors import RunLookupError
-from ragsweep.run_metrics import BY_TYPE_FILE, FIGURES_FILE, by_type_figures, read_figures
-from ragsweep.tables import read_table
-from ragsweep.tracking_store import open_client, tracking_uri
+from ragsweep.run.metrics import BY_TYPE_FILE, FIGURES_FILE, by_type_figures, read_figures
+from ragsweep.tracking.artifacts import artifact_text
+from ragsweep.tracking.store import open_client, tracking_uri
+from ragsweep.tracking.tables import read_table
 
 HOLDOUT = "holdout"
 TUNING = "tuning"
@@ -98,7 +99,7 @@ class RunStore:
     def with_figures(self, run: LoggedRun) -> LoggedRun:
         """``run`` with every figure it computed as its metrics: its ``figures.json`` and
         ``by_type.json`` tables over its MLflow metrics, which hold only the headline set
-        (:mod:`ragsweep.run_metrics`); a run without the tables keeps its metrics."""
+        (:mod:`ragsweep.run.metrics`); a run without the tables keeps its metrics."""
         try:
             text = self._artifact_text(run.run_id, FIGURES_FILE)
         except RunLookupError:
@@ -192,7 +193,7 @@ class RunStore:
                 return ids
 
     def _artifact_text(self, run_id: str, path: str) -> str:
-        """:func:`ragsweep.artifact_store.artifact_text` (compressed or not), with a
+        """:func:`ragsweep.tracking.artifacts.artifact_text` (compressed or not), with a
         RunLookupError when the run lacks the artifact or it cannot be read."""
         try:
             return artifact_text(self.client, run_id, path)

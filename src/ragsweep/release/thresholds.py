@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from ragsweep import measures
-from ragsweep.appconfig import config_dir, project_root
-from ragsweep.config import load_config_file
-from ragsweep.errors import ConfigError
+from ragsweep.config.app import config_dir, project_root
+from ragsweep.config.schema import load_config_file
+from ragsweep.core.errors import ConfigError
+from ragsweep.eval import measures
 from ragsweep.release.errors import ThresholdsError
 
 THRESHOLDS_ENV = "RAGSWEEP_GATE_THRESHOLDS"

@@ -20,8 +20,8 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ragsweep.config import result_fields
-from ragsweep.run_config import ResolvedConfig, hashed_values
+from ragsweep.config.schema import result_fields
+from ragsweep.run.config import ResolvedConfig, hashed_values
 from ragsweep.sweep.spec import Axis, override_text
 
 ABSENT = "(unset)"
@@ -33,7 +33,7 @@ Factors = dict[str, dict[str, str]]
 
 def result_values(resolved: ResolvedConfig) -> dict[str, Any]:
     """Every result-affecting value of a composed config by dotted key: exactly what the
-    config hash is computed from (:func:`ragsweep.run_config.hashed_values`), with the
+    config hash is computed from (:func:`ragsweep.run.config.hashed_values`), with the
     embedding spelled as the config keys a user sets (backend, model and the options in the
     backend's identity) and the preprocessing as its steps (the synonym file's digest, which
     the hash also covers, changes only with ``preprocess.synonyms_path``'s content)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragsweep.report import markdown_table
+from ragsweep.core.terminal import markdown_table
 from ragsweep.sweep.paired import PairedDifference, Unpaired
 from ragsweep.sweep.report import p_text
 from ragsweep.sweep.result import AxisResult, SweepResult, Trial

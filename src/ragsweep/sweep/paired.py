@@ -4,12 +4,12 @@ Every configuration of a sweep is scored on the same golden cases (the data and 
 definitions cannot be axes), so two of them are compared case by case: the per-case
 differences of the objective, their mean (in the objective's units), its percentile
 bootstrap interval and the two-sided paired randomization test of ``ragsweep-compare``
-(:mod:`ragsweep.stats`; with the same resamples and seed the p-value is the same).
+(:mod:`ragsweep.eval.stats`; with the same resamples and seed the p-value is the same).
 
 A configuration's per-case values come from the ``cases.jsonl`` its job wrote into its run
 directory, or, for a child run logged by an earlier attempt of a resumed sweep, from that
 run's MLflow artifact (``cases.jsonl.gz``, or the plain file of a run logged before it was
-compressed: :func:`ragsweep.artifact_store.artifact_text`). When neither can be read the
+compressed: :func:`ragsweep.tracking.artifacts.artifact_text`). When neither can be read the
 comparison is :class:`Unpaired`, with the reason.
 """
 
@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragsweep.artifact_store import artifact_text
-from ragsweep.evaluate import CASES_FILE, CaseResult, cases_from_jsonl
-from ragsweep.stats import Interval, PairedTest, bootstrap_interval, paired_randomization_test
+from ragsweep.core.names import CASES_FILE
+from ragsweep.eval.scoring import CaseResult, cases_from_jsonl
+from ragsweep.eval.stats import Interval, PairedTest, bootstrap_interval, paired_randomization_test
+from ragsweep.tracking.artifacts import artifact_text
 
 INTERVAL_LEVEL = 0.95
 """Coverage of the interval reported beside every paired difference."""

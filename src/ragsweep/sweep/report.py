@@ -17,11 +17,10 @@ from rich import box
 from rich.console import Console, JustifyMethod
 from rich.table import Table
 
-from ragsweep.report import markdown_table
+from ragsweep.core.terminal import command_lines, markdown_table, wrap
 from ragsweep.sweep.factors import describe
 from ragsweep.sweep.paired import INTERVAL_LEVEL, PairedDifference, Unpaired
 from ragsweep.sweep.result import AxisResult, SweepResult, Trial
-from ragsweep.terminal import command_lines, wrap
 
 COLUMNS = ("value", "mean", "Δ", f"{INTERVAL_LEVEL:.0%} interval", "p", "note")
 RIGHT = ("mean", "Δ", "p")

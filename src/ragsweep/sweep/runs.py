@@ -15,16 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragsweep import tags as tag
-from ragsweep.config import TrackingConfig
-from ragsweep.errors import RagsweepError
-from ragsweep.hashing import sha256_json
-from ragsweep.run_names import sweep_parent_name
-from ragsweep.sweep.logger import active as active_sweep_logger
+from ragsweep.config.schema import TrackingConfig
+from ragsweep.core import tags as tag
+from ragsweep.core.errors import RagsweepError
+from ragsweep.core.hashing import sha256_json
+from ragsweep.run.names import sweep_parent_name
 from ragsweep.sweep.notes import child_note, parent_note, was_chosen
 from ragsweep.sweep.result import STATUSES, AxisResult, SweepResult
 from ragsweep.sweep.spec import SweepSpec
-from ragsweep.tracking import (
+from ragsweep.tracking.log import (
     MAX_PARAM_VALUE,
     RunRecord,
     batches,
@@ -32,7 +31,8 @@ from ragsweep.tracking import (
     ensure_experiment,
     log_run,
 )
-from ragsweep.tracking_store import exclusive_lock, lock_file, tracking_uri
+from ragsweep.tracking.store import exclusive_lock, lock_file, tracking_uri
+from ragsweep.tracking.sweep_logger import active as active_sweep_logger
 
 
 class SweepInProgressError(RagsweepError):
@@ -353,7 +353,7 @@ class SweepRuns:
         """Once the last of ``axes`` is decided: rewrite the description of each of its
         runs (:func:`ragsweep.sweep.notes.child_note`, every decided axis it took part in)
         and tag whether its value was chosen; through the sweep's logger when there is one
-        (:mod:`ragsweep.sweep.logger`). ``config_lines``: run id → its config summary
+        (:mod:`ragsweep.tracking.sweep_logger`). ``config_lines``: run id → its config summary
         line."""
         from mlflow.entities import RunTag
 

@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from ragsweep.errors import RagsweepError
-from ragsweep.measures import Measure
-from ragsweep.registry import Registry
+from ragsweep.core.errors import RagsweepError
+from ragsweep.core.registry import Registry
+from ragsweep.eval.measures import Measure
 from ragsweep.sweep.paired import CaseValues, Paired, PairedDifference, Unpaired, paired_difference
 
 # Objectives are means of per-question scores: differences below this are float noise.

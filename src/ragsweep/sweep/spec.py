@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragsweep import measures
-from ragsweep.config import SWEEPABLE_GROUPS, check_all, from_mapping, read_yaml_mapping
-from ragsweep.errors import ConfigError
-from ragsweep.measures import Measure
-from ragsweep.registry import did_you_mean
+from ragsweep.config.schema import SWEEPABLE_GROUPS, check_all, from_mapping, read_yaml_mapping
+from ragsweep.core.errors import ConfigError
+from ragsweep.core.registry import did_you_mean
+from ragsweep.eval import measures
+from ragsweep.eval.measures import Measure
 from ragsweep.sweep.select import (
     BEST,
     DECISIONS,
@@ -212,7 +212,7 @@ class SweepSpec:
 
 def resolve_sweep_path(name: str, sweeps_dirs: Sequence[Path]) -> Path:
     """``chunking`` → the first ``<dir>/chunking.yaml`` of ``sweeps_dirs`` (the project's
-    ``sweeps/``, then the bundled sweeps: :func:`ragsweep.appconfig.sweep_dirs`); a path
+    ``sweeps/``, then the bundled sweeps: :func:`ragsweep.config.app.sweep_dirs`); a path
     (``a/b.yaml``) is used as is."""
     if "/" in name or name.endswith((".yaml", ".yml")):
         candidates = [Path(name).expanduser()]

@@ -1,0 +1,1 @@
+"""The content-addressed stage cache and the embedding store."""

@@ -1,0 +1,1 @@
+"""Chunking: the chunkers and the chunk table a run's chunks live in."""

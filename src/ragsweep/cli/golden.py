@@ -1,0 +1,145 @@
+"""``ragsweep-golden``: what a golden set can decide, before it decides anything.
+
+    ragsweep-golden stats [FILE] [--corpus PATH] [--holdout-fraction F]
+                          [--alpha 0.05] [--power 0.8] [--discordance 0.2]
+
+``stats`` loads and validates the golden set against its corpus (as a run does) and prints,
+per split and question type, the answerable and unanswerable cases and the smallest paired
+difference detectable at the given power (:mod:`ragsweep.eval.power`, whose assumptions the
+output states). ``FILE``, ``--corpus`` and ``--holdout-fraction`` default to the project's
+configured ``golden.path``, ``corpus.path`` and ``golden.holdout_fraction``. Errors print
+``error: ...`` and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragsweep.config.schema import SPLITS, CorpusConfig, GoldenConfig
+from ragsweep.core.errors import ConfigError, RagsweepError
+from ragsweep.core.terminal import fit_markdown, markdown_table
+from ragsweep.data.corpus import load_corpus
+from ragsweep.data.golden import GoldenCase, GoldenSet, load_golden
+from ragsweep.eval.power import PowerAssumptions, detectable_difference, min_discordant
+from ragsweep.release.store import current_config
+
+ALL_TYPES = "all types"
+EXIT_ERROR = 2
+
+
+@dataclass(frozen=True)
+class SliceStats:
+    """One split (and type, or :data:`ALL_TYPES`): its case counts and the smallest
+    detectable paired difference on its answerable cases (None: none is)."""
+
+    split: str
+    type: str
+    answerable: int
+    unanswerable: int
+    detectable: float | None
+
+
+def slice_stats(golden: GoldenSet, assumptions: PowerAssumptions) -> list[SliceStats]:
+    """Per split: all types first, then each type in name order."""
+    rows = []
+    for split in SPLITS:
+        cases = golden.for_split(split)
+        rows.append(_stats(split, ALL_TYPES, cases, assumptions))
+        for type_name in sorted({c.type for c in cases}):
+            typed = [c for c in cases if c.type == type_name]
+            rows.append(_stats(split, type_name, typed, assumptions))
+    return rows
+
+
+def _stats(
+    split: str, type_name: str, cases: Sequence[GoldenCase], assumptions: PowerAssumptions
+) -> SliceStats:
+    answerable = sum(c.answerable for c in cases)
+    return SliceStats(
+        split,
+        type_name,
+        answerable,
+        len(cases) - answerable,
+        detectable_difference(answerable, assumptions),
+    )
+
+
+def render_stats(
+    golden: GoldenSet, rows: Sequence[SliceStats], assumptions: PowerAssumptions
+) -> str:
+    """Markdown: the set, the assumptions, and one row per split and type."""
+    answerable = sum(c.answerable for c in golden.cases)
+    needed = min_discordant(assumptions.alpha)
+    lines = [
+        "# Golden set",
+        "",
+        f"- **file**: {golden.path}",
+        f"- **cases**: {len(golden.cases)} ({answerable} answerable, "
+        f"{len(golden.cases) - answerable} unanswerable); digest {golden.digest[:12]}",
+        "- **detectable difference**: the smallest mean difference of a 0/1 metric (e.g. "
+        "hit_at_5) between two configurations on the same answerable cases that a "
+        f"{assumptions.describe()} detects. `none`: fewer than {needed} discordant cases "
+        f"are expected (with fewer, the sign-flip test of ragsweep-compare cannot reach "
+        f"p < {assumptions.alpha}), or the difference would exceed 1.",
+        "",
+    ]
+    table = [
+        [
+            r.split,
+            r.type,
+            str(r.answerable),
+            str(r.unanswerable),
+            "none" if r.detectable is None else f"{r.detectable:.3f}",
+        ]
+        for r in rows
+    ]
+    header = ["split", "type", "answerable", "unanswerable", "detectable difference"]
+    lines.append(markdown_table(header, table))
+    return fit_markdown("\n".join(lines)) + "\n"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragsweep-golden", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    stats = commands.add_parser("stats", help="counts and detectable differences per split/type")
+    stats.add_argument("file", nargs="?", help="golden JSONL (default: golden.path)")
+    stats.add_argument("--corpus", help="corpus directory or JSONL (default: corpus.path)")
+    stats.add_argument("--holdout-fraction", type=float, help="default: golden.holdout_fraction")
+    defaults = PowerAssumptions()
+    stats.add_argument("--alpha", type=float, default=defaults.alpha)
+    stats.add_argument("--power", type=float, default=defaults.power)
+    stats.add_argument("--discordance", type=float, default=defaults.discordance)
+    return parser
+
+
+def stats_main(options: argparse.Namespace) -> str:
+    """Load the golden set named by ``options`` and return its stats as Markdown."""
+    try:
+        assumptions = PowerAssumptions(options.alpha, options.power, options.discordance)
+    except ValueError as exc:
+        raise ConfigError(f"--{exc}") from None
+    configured = current_config()
+    golden_cfg = GoldenConfig(
+        path=options.file or configured["golden"]["path"],
+        holdout_fraction=(
+            configured["golden"]["holdout_fraction"]
+            if options.holdout_fraction is None
+            else options.holdout_fraction
+        ),
+    )
+    corpus = load_corpus(CorpusConfig(path=options.corpus or configured["corpus"]["path"]))
+    golden = load_golden(golden_cfg, corpus)
+    return render_stats(golden, slice_stats(golden, assumptions), assumptions)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    options = _parser().parse_args(argv)
+    try:
+        sys.stdout.write(stats_main(options))
+    except RagsweepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_ERROR)

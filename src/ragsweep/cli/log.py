@@ -1,0 +1,144 @@
+"""``ragsweep-log RUN_DIR...``: log run directories to MLflow later.
+
+Every run writes ``record.json`` (params, metrics, tags, dataset, store settings) into its
+run directory before it logs to MLflow. When the store failed (a server that went down, a
+full disk), or a background log did not finish (:mod:`ragsweep.tracking.background`), the run
+directory is complete and this command logs it, into the store it was meant for or the one
+given with ``--tracking-uri``. A record already logged (a run tagged with its
+``ragsweep.record_id`` and ``ragsweep.logged=complete``) is skipped, so running the command
+twice never makes a second run. It first waits for background logs still running on the
+store.
+
+``ragsweep-log --wait RUN_DIR...`` logs nothing: it waits for the background logs of the
+stores of these run directories and says, per directory, whether it was logged.
+
+Exit status: 0 when every directory is logged (or already was), 2 when any failed (each
+failure is printed as ``error: DIR: ...``; the other directories are still handled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ragsweep.config.schema import TrackingConfig
+from ragsweep.core.errors import RagsweepError
+from ragsweep.tracking import background as background_log
+from ragsweep.tracking.log import RunRecord, find_logged, load_record, log_run, log_run_once
+from ragsweep.tracking.store import reason, tracking_uri
+from ragsweep.tracking.sweep_logger import serve
+
+EXIT_ERROR = 2
+BACKGROUND_NICENESS = 10
+
+
+class NotLoggedError(RagsweepError):
+    """``--wait``: the run directory's record is not in the store."""
+
+
+def _load(run_dir: Path, uri: str | None) -> tuple[TrackingConfig, RunRecord]:
+    tracking, record = load_record(run_dir)
+    if uri:
+        tracking = dataclasses.replace(tracking, uri=uri)
+    return tracking, record
+
+
+def log_directory(run_dir: Path, uri: str | None) -> str:
+    """Log ``run_dir`` (unless already logged); return a one-line account of what happened.
+    What a killed logger of it left is mended (:func:`~ragsweep.tracking.log.log_run_once`): a
+    complete run still RUNNING is closed, an incomplete one closed FAILED and the record
+    logged again. A background log of it that did not finish is forgotten then (its
+    marker, beside the store the run was configured with)."""
+    tracking, record = _load(run_dir, uri)
+    existing = find_logged(tracking, record)
+    run_id = log_run_once(tracking, record)
+    account = (
+        f"{run_dir}: already logged as run {run_id}"
+        if run_id == existing
+        else f"{run_dir}: logged as run {run_id}"
+    )
+    configured, _ = load_record(run_dir)
+    background_log.forget(tracking_uri(configured), record.record_id)
+    return account
+
+
+def waited_directory(run_dir: Path, uri: str | None) -> str:
+    """Wait for the background logs of ``run_dir``'s store; say whether it was logged."""
+    tracking, record = _load(run_dir, uri)
+    existing = find_logged(tracking, record)  # opening the store waits for pending logs
+    if existing is None:
+        raise NotLoggedError(
+            f"not logged to {tracking_uri(tracking)}; `ragsweep-log {run_dir}` logs it"
+        )
+    return f"{run_dir}: logged as run {existing}"
+
+
+def log_in_background(
+    marker: Path, run_dir: Path, after: int | None, lock_fd: int | None = None
+) -> int:
+    """The detached logger a run starts (:func:`ragsweep.tracking.background.start`): once the
+    run's process has ended (the pipe ``after``), log ``run_dir`` without waiting for other
+    pending logs, then remove ``marker`` or record why it failed. ``lock_fd``: the marker's
+    lock, held until this process exits and passed on to no process it starts. Returns
+    the exit status."""
+    if lock_fd is not None:
+        os.set_inheritable(lock_fd, False)
+    os.nice(BACKGROUND_NICENESS)  # the user's next command comes first
+    if after is not None:
+        background_log.wait_for_run_exit(after)
+    try:
+        tracking, record = _load(run_dir, None)
+        background_log.skip_waiting(tracking_uri(tracking))
+        print(f"{run_dir}: logged as run {log_run(tracking, record)}", flush=True)
+    except Exception as exc:  # every failure is recorded for the next reader
+        print(f"error: {run_dir}: {exc}", flush=True)
+        background_log.finish(marker, reason(exc))
+        return EXIT_ERROR
+    background_log.finish(marker, None)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (see module docstring)."""
+    parser = argparse.ArgumentParser(
+        prog="ragsweep-log",
+        description="Log run directories (with record.json) to MLflow, e.g. after the "
+        "tracking store failed at the end of a run or a background log did not finish.",
+    )
+    parser.add_argument("run_dirs", nargs="*", type=Path, metavar="RUN_DIR")
+    parser.add_argument(
+        "--tracking-uri", help="log here instead of the store the run was configured with"
+    )
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="log nothing: wait for background logs of these runs and say if they landed",
+    )
+    parser.add_argument("--background", type=Path, help=argparse.SUPPRESS)  # marker file
+    parser.add_argument("--after", type=int, help=argparse.SUPPRESS)  # pipe: the run's end
+    parser.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # the marker's lock
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # a sweep's logger
+    args = parser.parse_args(argv)
+    if args.serve is not None:
+        serve(sys.stdin, args.serve)
+    if not args.run_dirs:
+        parser.error("at least one RUN_DIR is required")
+    if args.background is not None:
+        sys.exit(log_in_background(args.background, args.run_dirs[0], args.after, args.lock_fd))
+    handle = waited_directory if args.wait else log_directory
+    status = 0
+    for run_dir in args.run_dirs:
+        try:
+            print(handle(run_dir, args.tracking_uri))
+        except RagsweepError as exc:
+            print(f"error: {run_dir}: {exc}", file=sys.stderr)
+            status = EXIT_ERROR
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""The ``ragsweep`` console script: a thin Hydra app around :func:`run_from_config`, plus
+the ``init``, ``check``, ``embed`` and ``ui`` subcommands.
+
+``ragsweep`` evaluates the default config on the bundled demo data; any axis is an
+override (``ragsweep chunking=heading chunking.size=400 preprocess=nfkc``). ``-m`` with
+comma-separated values runs a plain Hydra grid (one MLflow run per job); ``-m sweep=NAME``
+runs the sweep file ``NAME`` with the one-axis sweeper (docs/sweeps.md): a parent run with
+one child run per evaluated configuration.
+
+``ragsweep init [DIR]``, ``ragsweep check [OVERRIDES...]``, ``ragsweep embed --shard I/N
+[OVERRIDES...]`` and ``ragsweep ui [--port P] [OVERRIDES...]`` are dispatched by :func:`main`
+before Hydra sees the arguments (a Hydra override always contains ``=``, so these words cannot
+be one). ``init`` and ``check`` are documented in docs/install.md, ``embed`` in
+docs/deploy.md, ``ui`` (the MLflow UI, ``make ui``) in docs/tracking.md.
+
+Config: the packaged defaults (:data:`ragsweep.config.app.CONFIG_PATH`), with the
+project's ``conf/`` and every ``--config-dir`` searched first
+(:func:`ragsweep.config.app.override_config_dirs`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from ragsweep.cli.errors import check_command_line, reported_errors
+from ragsweep.config.app import (
+    CONF_DIRS_ENV,
+    CONFIG_NAME,
+    CONFIG_PATH,
+    plain_config,
+    register_resolvers,
+)
+from ragsweep.core.errors import RagsweepError
+from ragsweep.run.config import resolve
+from ragsweep.run.names import RunOrigin, launch_origin
+from ragsweep.run.pipeline import run_evaluation
+
+CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
+
+
+def run_from_config(cfg: DictConfig, output_dir: Path, origin: RunOrigin | None = None) -> float:
+    """Validate ``cfg``, run one evaluation into ``output_dir``; return the objective.
+    ``origin``: how the run was launched (its MLflow name says so)."""
+    return run_evaluation(resolve(plain_config(cfg)), output_dir, origin=origin).objective
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=CONFIG_NAME)
+def _app(cfg: DictConfig) -> float:
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    try:
+        return run_from_config(cfg, output_dir, launch_origin(hydra_cfg))
+    except RagsweepError as exc:
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            raise  # the launcher/sweeper records the job as failed and goes on
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _init(args: Sequence[str]) -> int:
+    from ragsweep.cli.init import main as init_main
+
+    return init_main(args)
+
+
+def _check(args: Sequence[str]) -> int:
+    from ragsweep.check import main as check_main
+
+    return check_main(args)
+
+
+def _embed(args: Sequence[str]) -> int:
+    from ragsweep.cli.embed_shard import main as embed_main
+
+    return embed_main(args)
+
+
+def _ui(args: Sequence[str]) -> int:
+    from ragsweep.cli.ui import main as ui_main
+
+    return ui_main(args)
+
+
+SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "init": _init,
+    "check": _check,
+    "embed": _embed,
+    "ui": _ui,
+}
+"""``ragsweep WORD ...`` runs ``SUBCOMMANDS[WORD]`` with the remaining arguments (its exit
+status); anything else is a Hydra command line."""
+
+
+def take_config_dirs(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split ``--config-dir DIR`` / ``--config-dir=DIR`` / ``-cd DIR`` out of ``argv``.
+
+    Returns ``(dirs, rest)``. ragsweep searches these folders *before* the packaged
+    defaults, so a file there replaces the packaged one (plain Hydra would search them
+    after the primary config, where they can only add options).
+    """
+    dirs: list[str] = []
+    rest: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        flag, equals, value = arg.partition("=")
+        if flag in CONFIG_DIR_FLAGS and equals:
+            dirs.append(value)
+        elif arg in CONFIG_DIR_FLAGS:
+            dirs.append(next(args, ""))
+        else:
+            rest.append(arg)
+    return dirs, rest
+
+
+def _use_config_dirs(dirs: Sequence[str]) -> None:
+    """Put ``dirs`` in front of the config search path (``$RAGSWEEP_CONF_DIR``), after
+    checking that each is a folder."""
+    for folder in dirs:
+        if not Path(folder).expanduser().is_dir():
+            print(f"error: --config-dir {folder!r}: no such folder", file=sys.stderr)
+            sys.exit(2)
+    absolute = [str(Path(d).expanduser().resolve()) for d in dirs]
+    previous = [p for p in os.environ.get(CONF_DIRS_ENV, "").split(os.pathsep) if p]
+    os.environ[CONF_DIRS_ENV] = os.pathsep.join([*absolute, *previous])
+
+
+def main() -> None:
+    """Console-script entry point: a subcommand (``init``, ``check``, ``ui``), or the Hydra app
+    with secret-looking overrides refused before Hydra writes anything and user errors
+    reported as ``error: ...`` with exit status 2 (:mod:`ragsweep.cli.errors`)."""
+    dirs, argv = take_config_dirs(sys.argv[1:])
+    if dirs:
+        _use_config_dirs(dirs)
+    if argv and argv[0] in SUBCOMMANDS:
+        sys.exit(SUBCOMMANDS[argv[0]](argv[1:]))
+    sys.argv = [sys.argv[0], *argv]
+    register_resolvers()
+    with reported_errors():
+        check_command_line(sys.argv[1:])
+        _app()
+
+
+if __name__ == "__main__":
+    main()

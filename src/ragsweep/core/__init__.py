@@ -1,0 +1,1 @@
+"""Foundations every stage uses: errors, hashing, atomic writes, locks, registries, terminal output, vocabularies."""

@@ -1,0 +1,37 @@
+"""Names several stages share, spelled once: the golden set's splits, MLflow's run statuses,
+and the files of a run directory.
+
+Each is a plain string constant (what is written to disk, logged or matched), so a module
+that needs one imports it from here rather than spelling it again.
+"""
+
+from __future__ import annotations
+
+# --- golden-set splits ----------------------------------------------------------------------
+
+TUNING = "tuning"
+"""The split every run and sweep scores by default."""
+HOLDOUT = "holdout"
+"""The split a chosen configuration is promoted to, once (docs/promotion.md)."""
+SPLITS = (TUNING, HOLDOUT)
+
+# --- MLflow run statuses ------------------------------------------------------------------
+
+RUNNING = "RUNNING"
+SCHEDULED = "SCHEDULED"
+FINISHED = "FINISHED"
+FAILED = "FAILED"
+KILLED = "KILLED"
+ENDED = frozenset({FINISHED, FAILED, KILLED})
+"""Statuses of a run that will not log again unless resumed."""
+
+# --- the files of a run directory ---------------------------------------------------------
+
+CASES_FILE = "cases.jsonl"
+"""Per-case results (one JSON object a line)."""
+CHUNKS_FILE = "chunks.jsonl"
+"""The retrieved chunks, with text (kept in the run directory, not uploaded)."""
+RECORD_FILE = "record.json"
+"""Everything needed to log the run later (``ragsweep-log RUN_DIR``)."""
+TABLE_FILE = "cases_table.json"
+"""The per-case table the MLflow UI shows."""

@@ -1,0 +1,1 @@
+"""The inputs: corpus, golden set, importers and text preprocessing."""

@@ -1,0 +1,1 @@
+"""Scoring: relevance of chunks to evidence spans, measures, budgets, intervals and paired statistics."""

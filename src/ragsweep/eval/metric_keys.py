@@ -1,0 +1,88 @@
+"""MLflow metric keys for question types: any type name maps to a valid, unique, stable key.
+
+Question types come from the golden set and may be any text (``R&D``, ``C++``,
+``how-to (UI)``, ``50%``), but MLflow accepts metric names made only of letters, digits,
+``_ - . : /`` and spaces, at most 250 characters, that do not normalize to another path.
+A type becomes one path segment of keys such as ``by_type/<segment>/recall_at_5``:
+
+- a name MLflow accepts as a segment is used as it is (``factual``, ``multi-hop``,
+  ``ログイン``), so existing keys never change;
+- any other name becomes a slug (each run of other characters → ``_``, at most
+  ``SLUG_CHARS`` characters) plus ``-`` and the first ``HASH_CHARS`` hex digits of the
+  name's sha256: ``R&D`` → ``R_D-<hash>``. A name that already ends like that is hashed
+  too, so a verbatim key never equals a hashed one; two hashed keys are equal only if two
+  names share a 40-bit hash prefix, which :func:`type_segments` reports.
+
+The run keeps the original names in ``report.md`` and ``cases.jsonl``, and tags the mapping
+of the renamed types (``ragsweep.type_keys``, JSON ``{segment: type}``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+
+from ragsweep.core import tags as tag
+from ragsweep.core.hashing import sha256_text
+
+SEGMENT = re.compile(r"^[\w.\- :]+$")
+"""MLflow's character rule for names (``mlflow.utils.validation``), without ``/``."""
+OTHER = re.compile(r"[^\w.\- :]+")
+LOOKS_HASHED = re.compile(r"-[0-9a-f]{10}$")
+HASH_CHARS = 10
+SLUG_CHARS = 80
+
+
+def type_segment(name: str) -> str:
+    """The key segment of question type ``name`` (see module docstring)."""
+    if _verbatim(name):
+        return name
+    slug = OTHER.sub("_", name).strip(" ")[:SLUG_CHARS].strip(" ") or "type"
+    return f"{slug}-{sha256_text(name)[:HASH_CHARS]}"
+
+
+def _verbatim(name: str) -> bool:
+    return (
+        bool(SEGMENT.match(name))
+        and len(name) <= SLUG_CHARS
+        and name == name.strip(" ")
+        and name not in (".", "..")
+        and not LOOKS_HASHED.search(name)
+    )
+
+
+def type_segments(names: Iterable[str]) -> dict[str, str]:
+    """``{type: segment}`` for ``names``; a ValueError if two types would share a key."""
+    segments: dict[str, str] = {}
+    owners: dict[str, str] = {}
+    for name in names:
+        segment = type_segment(name)
+        if owners.setdefault(segment, name) != name:
+            raise ValueError(
+                f"question types {owners[segment]!r} and {name!r} map to the same metric key "
+                f"segment {segment!r}; rename one of them in the golden set"
+            )
+        segments[name] = segment
+    return segments
+
+
+def by_type_key(type_name: str, metric: str, prefix: str = "by_type") -> str:
+    """``by_type/<segment>/<metric>`` (``prefix`` e.g. ``judge/by_type``)."""
+    return f"{prefix}/{type_segment(type_name)}/{metric}"
+
+
+def key_tags(names: Iterable[str]) -> dict[str, str]:
+    """The ``ragsweep.type_keys`` tag for the types whose segment is not their name
+    (no tag when every name is used as it is)."""
+    renamed = {s: n for n, s in type_segments(names).items() if s != n}
+    if not renamed:
+        return {}
+    return {tag.TYPE_KEYS: json.dumps(renamed, ensure_ascii=False, sort_keys=True)}
+
+
+def type_names(tags: Mapping[str, str], segments: Iterable[str]) -> set[str]:
+    """The question types behind metric key ``segments`` of a logged run (its tags hold the
+    mapping of renamed types)."""
+    renamed = json.loads(tags.get(tag.TYPE_KEYS, "{}"))
+    return {renamed.get(segment, segment) for segment in segments}

@@ -1,4 +1,0 @@
-"""HTTP clients for model servers: Ollama's native API and OpenAI-compatible APIs (embeddings
-for the ``ollama`` and ``openai`` backends, chat for the judge). Importing this package
-registers nothing: the embedding backends are registered by :mod:`ragsweep.backends`, the
-chat APIs by :mod:`ragsweep.remote.chat_apis`."""

@@ -1,0 +1,1 @@
+"""One evaluation: the pipeline, its files, record, names, report and chart."""

@@ -1,0 +1,503 @@
+"""One evaluation run: corpus → chunks → index → rankings → metrics (→ judge), then the run
+directory and the MLflow record.
+
+:func:`run_stages` does the work and returns a typed :class:`StageOutcome`; it knows
+nothing of tracking or files. :func:`run_evaluation` is the plain function behind the
+``ragsweep`` Hydra app (tests, sweeps and promotion call it directly): it runs the stages,
+writes the run directory (:mod:`ragsweep.run.files`), logs the run
+(:mod:`ragsweep.run.record`, :mod:`ragsweep.tracking.log`) and prints the summary. Everything
+that can be validated is validated by :func:`ragsweep.run.config.resolve` before the first
+chunk is cut.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, overload
+
+import numpy as np
+from rich.console import Console
+
+from ragsweep.cache.stage import StageCache
+from ragsweep.chunk.chunkers import Chunk
+from ragsweep.chunk.table import ChunkTable, rows_of
+from ragsweep.core import tags as tag
+from ragsweep.core.atomic import run_dir_errors
+from ragsweep.core.errors import ConfigError
+from ragsweep.core.gcpause import gc_paused
+from ragsweep.core.hashing import sha256_json
+from ragsweep.core.names import TABLE_FILE
+from ragsweep.data.corpus import Corpus
+from ragsweep.data.corpus_cache import open_corpus
+from ragsweep.data.golden import GoldenCase, GoldenSet, load_golden
+from ragsweep.eval.scoring import (
+    CaseResult,
+    Summary,
+    make_queries,
+    retrieve,
+    score_cases,
+    summarize,
+)
+from ragsweep.index.backends import BACKENDS, Backend
+from ragsweep.index.base import (
+    Index,
+    IndexProvenance,
+    Query,
+    Ranked,
+    ScopeMask,
+    scope_masker,
+    scope_masker_from_codes,
+)
+from ragsweep.index.latency import stage_latency
+from ragsweep.index.rerank import Reranker
+from ragsweep.index.stages import (
+    cached_chunks,
+    cached_rankings,
+    cached_texts,
+    chunks_key,
+    index_key,
+    rankings_key,
+    scope_key,
+    texts_key,
+)
+from ragsweep.judge import JudgeOutcome, prepare_judge
+from ragsweep.run.config import ResolvedConfig
+from ragsweep.run.files import RunCases, StoredLines, write_artifacts
+from ragsweep.run.names import RunOrigin
+from ragsweep.run.record import run_record, run_tags
+from ragsweep.run.report import print_summary
+from ragsweep.tracking.background import wants_background
+from ragsweep.tracking.log import RunRecord, log_run, log_run_in_background, save_record
+from ragsweep.tracking.store import prepare_store
+from ragsweep.tracking.sweep_logger import active as active_sweep_logger
+from ragsweep.tracking.tables import logged_tables_tag
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run produced. ``objective`` is ``summary.overall[eval.objective]``;
+    ``timings`` holds the wall seconds of each stage (the logged ``*_seconds`` metrics) and,
+    when the run was logged, ``log_seconds``: the time logging it took."""
+
+    config_hash: str
+    summary: Summary
+    cases: tuple[CaseResult, ...]
+    objective: float
+    output_dir: Path
+    run_id: str | None
+    timings: dict[str, float] = field(default_factory=dict)
+    cache_metrics: dict[str, float] = field(default_factory=dict)
+    cache_root: Path | None = None
+
+
+@dataclass
+class Timer:
+    """Wall-clock (and CPU) seconds per named stage.
+
+    Stages are exclusive: while a stage runs inside another (the index, loaded on first use
+    inside ``eval_seconds``, counts as ``embed_seconds``), the outer one's clock stops, so
+    the stages add up to the run. A stage entered again inside itself is counted once.
+    """
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    _open: list[tuple[str, float, float]] = field(default_factory=list, repr=False)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        if any(open_name == name for open_name, _, _ in self._open):
+            yield
+            return
+        self._close_top()
+        self._open.append((name, time.perf_counter(), time.process_time()))
+        try:
+            yield
+        finally:
+            self._close_top()
+            self._open.pop()
+            if self._open:  # the outer stage's clock runs again
+                outer = self._open[-1][0]
+                self._open[-1] = (outer, time.perf_counter(), time.process_time())
+
+    def _close_top(self) -> None:
+        """Add the time of the innermost open stage since its clock last started."""
+        if not self._open:
+            return
+        name, wall, cpu = self._open[-1]
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - wall
+        self.cpu_seconds[name] = self.cpu_seconds.get(name, 0.0) + time.process_time() - cpu
+        self._open[-1] = (name, time.perf_counter(), time.process_time())
+
+
+def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
+    """The cases of ``split``; at least one must be answerable, or nothing can be scored."""
+    cases = golden.for_split(split)
+    if not cases:
+        raise ConfigError(f"golden set {golden.path} has no cases in split {split!r}")
+    if not any(c.answerable for c in cases):
+        raise ConfigError(
+            f"golden set {golden.path} has no answerable cases in split {split!r}: "
+            "retrieval metrics need at least one"
+        )
+    return cases
+
+
+class BuiltIndex:
+    """A run's chunks, the index over their (preprocessed) text and that index's cache key
+    (:func:`~ragsweep.index.stages.index_key`); ``texts`` are the indexed texts (a reranker reads
+    them); ``backend`` is the registered backend that built it (its search code is part of
+    the rankings key); ``chunk_set`` is the key of the chunks themselves (their content:
+    :func:`~ragsweep.index.stages.chunks_key`, or a backend's own chunks' spans).
+
+    ``texts`` and ``index`` are read from the cache (or built) on first use: a warm run
+    whose rankings are cached needs neither, and reading them grows with the corpus.
+    """
+
+    def __init__(
+        self,
+        chunks: Sequence[Chunk],
+        key: str,
+        backend: Backend,
+        texts: Callable[[], list[str]],
+        index: Callable[[Sequence[str]], Index],
+        chunk_set: str,
+    ) -> None:
+        self.chunks = chunks
+        self.key = key
+        self.chunk_set = chunk_set
+        self.backend = backend
+        self._load_texts = texts
+        self._load_index = index
+
+    @functools.cached_property
+    def texts(self) -> list[str]:
+        return self._load_texts()
+
+    @functools.cached_property
+    def index(self) -> Index:
+        return self._load_index(LazyTexts(lambda: self.texts))
+
+
+class LazyTexts(Sequence[str]):
+    """The indexed texts, read on first use: a backend loading a cached index never does."""
+
+    def __init__(self, load: Callable[[], list[str]]) -> None:
+        self._load = load
+
+    @functools.cached_property
+    def _texts(self) -> list[str]:
+        return self._load()
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        return self._texts[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._texts)
+
+
+def build_index(
+    resolved: ResolvedConfig, corpus: Corpus, cache: StageCache, timer: Timer
+) -> BuiltIndex:
+    """Chunk the corpus; the index over the chunks is built (or loaded from the cache) when
+    first used (see :class:`BuiltIndex`), its time counted in ``embed_seconds``."""
+    cfg, preprocessor, model = resolved.cfg, resolved.preprocessor, resolved.model
+    backend = BACKENDS.get(cfg.embedding.backend)
+    with timer.stage("chunk_seconds"):
+        chunks, chunk_set = _chunks(backend, resolved, corpus, cache)
+    if not chunks:
+        raise ConfigError(f"chunking produced no chunks from {corpus.source}")
+    provenance = IndexProvenance(
+        model=model,
+        preprocess=preprocessor.identity,
+        chunking_key=chunk_set,
+        corpus_hash=corpus.content_hash(),
+        n_chunks=len(chunks),
+    )
+    key = texts_key(chunk_set, cfg.chunking, preprocessor)
+    built_key = index_key(key, model, backend)
+
+    def texts() -> list[str]:
+        with timer.stage("embed_seconds"):
+            return cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
+
+    def index(lazy_texts: Sequence[str]) -> Index:
+        with timer.stage("embed_seconds"):
+            return backend.cached_index(lazy_texts, built_key, cfg.embedding, provenance, cache)
+
+    return BuiltIndex(chunks, built_key, backend, texts, index, chunk_set)
+
+
+def _chunks(
+    backend: Backend, resolved: ResolvedConfig, corpus: Corpus, cache: StageCache
+) -> tuple[Sequence[Chunk], str]:
+    """The run's chunks and their key: cut by ``chunking``, or, for a backend that brings
+    its own (``external``), that backend's, keyed by their spans."""
+    cfg = resolved.cfg
+    own = getattr(backend, "own_chunks", None)
+    if own is None:
+        key = chunks_key(corpus, cfg.chunking)
+        return cached_chunks(corpus, cfg.chunking, key, cache), key
+    chunks = own(cfg.embedding, corpus)
+    spans = [[c.id, c.doc, c.start, c.end] for c in chunks]
+    return chunks, sha256_json({"corpus": corpus.content_hash(), "own_chunks": spans})
+
+
+def chunk_scope_masker(chunks: Sequence[Chunk]) -> ScopeMask:
+    """:func:`~ragsweep.index.base.scope_masker` of ``chunks``, from a chunk table's document
+    codes without building its chunks."""
+    if isinstance(chunks, ChunkTable):
+        return scope_masker_from_codes(chunks.doc_codes(), chunks.doc_positions())
+    return scope_masker([c.doc for c in chunks])
+
+
+def retrieved_chunks(chunks: Sequence[Chunk], ranked: Sequence[Ranked]) -> Sequence[Chunk]:
+    """The chunks of ``chunks`` some ranking holds, in index order, built from their rows
+    only (of a chunk table each when first read, :class:`~ragsweep.chunk.table.ChunkRows`):
+    at most ``len(ranked)`` × the retrieval depth, however large the corpus."""
+    rows = np.unique(np.concatenate([r.indices for r in ranked] or [np.empty(0, np.int64)]))
+    return rows_of(chunks, rows.astype(np.int64))
+
+
+def resolved_positions(built: BuiltIndex) -> Mapping[str, int]:
+    """Document id → corpus position of the run's chunk table (what :func:`scope_key`
+    keys scopes by); by first appearance among the chunks for another chunk list."""
+    if isinstance(built.chunks, ChunkTable):
+        return built.chunks.doc_positions()
+    positions: dict[str, int] = {}
+    for chunk in built.chunks:
+        positions.setdefault(chunk.doc, len(positions))
+    return positions
+
+
+def evaluate_cases(
+    cases: Sequence[GoldenCase], built: BuiltIndex, resolved: ResolvedConfig, cache: StageCache
+) -> tuple[tuple[CaseResult, ...], dict[str, float], Sequence[Chunk]]:
+    """Retrieve for every case (within its scope when enforced) and score it; also return
+    the per-stage latency percentiles (:func:`~ragsweep.index.latency.stage_latency`) with what
+    an index measures of its own rankings (``run_metrics``: the ``ann`` recall against
+    exact search), and the retrieved chunks (:func:`retrieved_chunks`). Rankings come
+    from the cache when these queries already ran on this index."""
+    cfg, preprocessor = resolved.cfg, resolved.preprocessor
+    respect = cfg.retrieval.respect_scope
+    texts_only = make_queries(cases, preprocessor, lambda scope: None)
+    positions = resolved_positions(built) if respect else {}
+    scopes = [scope_key(c.scope, positions) if respect else None for c in cases]
+
+    @functools.cache
+    def queries() -> list[Query]:  # with their scope masks: only a search needs them
+        if not respect:
+            return texts_only
+        return make_queries(cases, preprocessor, chunk_scope_masker(built.chunks))
+
+    depth = cfg.rerank.depth(cfg.top_k)  # a reranker rescores more than the run keeps
+    ranked = cached_rankings(
+        lambda: built.index,
+        rankings_key(built.key, texts_only, cfg.retrieval, depth, built.backend, scopes),
+        texts_only,
+        preprocessor.identity,
+        depth,
+        lambda index: retrieve(queries(), index, preprocessor.identity, depth),
+        cache,
+        built.chunks,
+    )
+    index_metrics = {}  # e.g. ann: recall against exact search (it opens the index)
+    if getattr(built.backend, "measures_rankings", False):
+        measuring: Any = built.index  # such a backend's index has run_metrics
+        index_metrics = measuring.run_metrics(queries(), ranked)
+    if resolved.reranker is not None:
+        reranker = Reranker(cfg.rerank, resolved.reranker, cache)
+        ranked = reranker.rerank(ranked, texts_only, built.texts, cfg.top_k)
+    with gc_paused():
+        results = score_cases(cases, ranked, built.chunks, cfg.eval)
+    retrieved = retrieved_chunks(built.chunks, ranked)
+    return results, {**stage_latency(ranked), **index_metrics}, retrieved
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """Everything the stages of one run produced, before anything is written or logged."""
+
+    corpus: Corpus
+    golden: GoldenSet
+    cases: tuple[GoldenCase, ...]
+    """The golden cases of the evaluated split; ``results[i]`` is ``cases[i]``'s."""
+    built: BuiltIndex
+    results: tuple[CaseResult, ...]
+    retrieved: Sequence[Chunk]
+    """The chunks some case retrieved, in index order (what the files and the judge read)."""
+    summary: Summary
+    judged: JudgeOutcome | None
+    timer: Timer
+    cache: StageCache
+
+
+def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutcome:
+    """Run every stage of one configuration (see module docstring). ``background``: the
+    run will be logged by a background logger, on a store already found ready
+    (:func:`ragsweep.tracking.background.wants_background`), so MLflow is not opened here."""
+    cfg = resolved.cfg
+    timer = Timer()
+    judge = prepare_judge(cfg.judge)  # None: judge=off; checks the server before any work
+    cache_dir = Path(cfg.cache.dir) if cfg.cache.enabled else None
+    cache = StageCache(cache_dir, trust_fingerprints=cfg.cache.trust_mtime)
+    with timer.stage("load_seconds"):
+        corpus = open_corpus(cfg.corpus, cache, cfg.cache.trust_mtime)
+        golden = load_golden(cfg.golden, corpus)
+    cases = select_cases(golden, cfg.eval.split)
+    if judge is not None:
+        judge.check_cases(cases)  # fixed answers cover every case, before any work
+    if cfg.tracking.enabled and not background:  # inputs are valid: the store must answer
+        with timer.stage("store_seconds"):
+            prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
+    built = build_index(resolved, corpus, cache, timer)
+    with timer.stage("eval_seconds"):
+        results, latency, retrieved = evaluate_cases(cases, built, resolved, cache)
+        summary = summarize(results, cfg.eval, cfg.top_k)
+        summary = replace(summary, extra={**summary.extra, **latency})
+    judged = None
+    if judge is not None:
+        with timer.stage("judge_seconds"):
+            judged = judge.run(cases, results, retrieved, cache)
+    return StageOutcome(
+        corpus, golden, cases, built, results, retrieved, summary, judged, timer, cache
+    )
+
+
+def run_evaluation(
+    resolved: ResolvedConfig,
+    output_dir: Path,
+    console: Console | None = None,
+    extra_tags: Mapping[str, str] | None = None,
+    origin: RunOrigin | None = None,
+) -> RunResult:
+    """Evaluate one configuration end to end: stages, run directory, MLflow, summary.
+
+    ``output_dir`` receives every artifact; ``extra_tags`` are added to the MLflow run
+    (after ``tracking.tags``); ``origin`` (how the run was launched) names it.
+    """
+    console = console or Console(stderr=True)
+    cfg = resolved.cfg
+    single = origin is not None and not origin.multirun
+    background = single and wants_background(cfg.tracking, multirun=False)
+    done = run_stages(resolved, background)
+    cache_metrics = done.cache.stats.as_metrics()  # every stage has run by now
+    facts = run_facts(resolved, len(done.built.chunks))
+    with done.timer.stage("artifacts_seconds"), gc_paused(), run_dir_errors(output_dir):
+        write_artifacts(
+            output_dir,
+            cfg.source,
+            RunCases(
+                done.cases,
+                done.results,
+                done.retrieved,
+                done.corpus,
+                StoredLines(done.cache, done.built.chunk_set),
+            ),
+            done.summary,
+            cfg.eval,
+            facts,
+            done.judged,
+        )
+    run_id = None
+    record = None
+    timings = dict(done.timer.seconds)  # what the record logs; logging's own time is added
+    handed_to: str | None = None  # who logs the run, when not this function
+    if cfg.tracking.enabled:
+        started = time.perf_counter()
+        record = _record(resolved, done, cache_metrics, extra_tags, output_dir, origin)
+        to_logger = origin is not None and origin.multirun and cfg.tracking.background != "never"
+        sweep_logger = active_sweep_logger() if to_logger else None
+        if sweep_logger is not None:
+            save_record(cfg.tracking, record)
+            sweep_logger.submit(record.artifacts_dir)
+            handed_to = "being logged by the sweep's logger"
+        elif background:
+            handed_to = "being logged in the background"
+        else:
+            run_id = log_run(cfg.tracking, record)
+        timings["log_seconds"] = time.perf_counter() - started
+    cache = done.cache
+    cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
+    facts = {**facts, "cache": cache_line, "run": run_id or handed_to or "not logged"}
+    print_summary(done.summary, cfg.eval, facts, console)
+    if done.judged:
+        done.judged.print_summary(console)
+    if record is not None and background:  # last, so the logger does not slow the summary
+        started = time.perf_counter()
+        handed_over = log_run_in_background(cfg.tracking, record)
+        timings["log_seconds"] = time.perf_counter() - started
+        console.print(handed_over.describe(), soft_wrap=True, highlight=False)
+    return RunResult(
+        config_hash=resolved.config_hash,
+        summary=done.summary,
+        cases=done.results,
+        objective=done.summary.overall[resolved.objective.name],
+        output_dir=output_dir,
+        run_id=run_id,
+        timings=timings,
+        cache_metrics=cache_metrics,
+        cache_root=cache.root,
+    )
+
+
+def _record(
+    resolved: ResolvedConfig,
+    done: StageOutcome,
+    cache_metrics: dict[str, float],
+    extra_tags: Mapping[str, str] | None,
+    output_dir: Path,
+    origin: RunOrigin | None,
+) -> RunRecord:
+    """The MLflow record: summary, timings, cache and judge figures; identity, judge,
+    configured and extra tags."""
+    judged = done.judged
+    metrics = {
+        **done.summary.flat_metrics(),
+        **done.timer.seconds,
+        **cache_metrics,
+        **(judged.flat_metrics() if judged else {}),
+        "n_chunks": float(len(done.built.chunks)),
+    }
+    tags = {
+        **run_tags(resolved, done.corpus, done.golden),
+        **done.summary.key_tags(),
+        tag.LOGGED_ARTIFACTS: logged_tables_tag([TABLE_FILE]),  # the UI shows it as a table
+        **(judged.tags() if judged else {}),
+        **resolved.cfg.tracking.tags,
+        **dict(extra_tags or {}),
+    }
+    return run_record(resolved, metrics, tags, output_dir, done.golden, done.summary, origin)
+
+
+def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:
+    """The lines that identify a run in the terminal summary and in report.md."""
+    cfg, model = resolved.cfg, resolved.model
+    c = cfg.chunking
+    return {
+        "config": resolved.config_hash[:12],
+        "split": cfg.eval.split,
+        "chunks": n_chunks,
+        "model": model.describe(),
+        "preprocess": "+".join(cfg.preprocess.steps) or "none",
+        "chunking": f"{c.mode} size={c.size} overlap={c.overlap}",
+        "top_k": cfg.top_k,
+        **(
+            {"rerank": f"{resolved.reranker.describe()}, top {cfg.rerank.candidates}"}
+            if resolved.reranker
+            else {}
+        ),
+    }

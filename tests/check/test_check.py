@@ -1,0 +1,183 @@
+"""``ragsweep check``: every problem in one pass (file:line, key, did-you-mean), exit 2; a
+clean check prints the summary and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ragsweep.check import run_checks
+from ragsweep.check.store import TIMEOUT_S
+from ragsweep.chunk.chunkers import chunk_corpus
+from ragsweep.config.schema import ChunkingConfig, CorpusConfig, GoldenConfig
+from ragsweep.data.corpus import load_corpus
+from ragsweep.data.golden import load_golden
+from tests.test_project import REPO, ragsweep, write
+
+DEMO_CORPUS = REPO / "demo" / "corpus"
+GOOD_CASE = {
+    "id": "ok",
+    "question": "Refunds?",
+    "evidence": [{"doc": "billing/refunds.md", "start": 0, "end": 10}],
+}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty project folder as the current directory, MLflow variables unset."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("RAGSWEEP_ROOT", "RAGSWEEP_CONF_DIR", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def messages(overrides: list[str]) -> list[str]:
+    return [str(p) for p in run_checks(overrides).problems]
+
+
+def problem_lines(stderr: str) -> list[str]:
+    """The report's lines with each problem joined back onto one line (the terminal report
+    continues a long problem on lines indented four columns)."""
+    lines: list[str] = []
+    for line in stderr.splitlines():
+        if line.startswith("    ") and lines:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return lines
+
+
+def test_every_golden_problem_is_listed_with_its_line(tmp_path: Path) -> None:
+    golden = tmp_path / "golden.jsonl"
+    rows = [
+        json.dumps(GOOD_CASE),
+        json.dumps({"id": "a", "question": "?", "evidense": []}),
+        "{not json",
+        "",
+        json.dumps({**GOOD_CASE, "id": "b", "evidence": [{"doc": "billing/refund.md", "end": 5}]}),
+        json.dumps({**GOOD_CASE, "id": "c", "answerable": False}),
+        json.dumps({**GOOD_CASE, "question": "again"}),
+    ]
+    golden.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = ragsweep("check", f"golden.path={golden}", "tracking=off", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    lines = problem_lines(out.stderr)
+    assert lines[0] == "ragsweep check: 5 problem(s); nothing was run"
+    expected = [
+        f"{golden}:2: case 'a': unknown field 'evidense' (allowed: ",
+        f"{golden}:3: invalid JSON (",
+        f"{golden}:5: case 'b': evidence[0]: unknown doc 'billing/refund.md' (not in corpus "
+        f"{DEMO_CORPUS}); did you mean 'billing/refunds.md'?",
+        f'{golden}:6: case \'c\': "answerable": false must not carry "evidence"',
+        f"{golden}:7: case 'ok': duplicate id (first defined on line 1)",
+    ]
+    assert len(lines) == 1 + len(expected)
+    for line, start in zip(lines[1:], expected, strict=True):
+        assert line.strip().startswith(start), line
+    assert "did you mean 'evidence'?" in lines[1]
+
+
+def test_bad_overrides_are_all_reported_with_a_suggestion(project: Path) -> None:
+    found = messages(["chunking=headng", "chunking.sise=3", "embeding.model=x", "eval.ks=[5,1]"])
+    assert found == [
+        "command line: chunking=headng: no option 'headng' in config group chunking (options: "
+        "fixed, heading, paragraph); did you mean 'heading'?",
+        "command line: chunking.sise=3: chunking.sise is not a config key (keys of chunking: "
+        "mode, size, overlap, heading_prefix); did you mean 'size'?",
+        "command line: embeding.model=x: embeding.model is not a config key (keys of the "
+        "config: paths, corpus, golden, preprocess, chunking, embedding, retrieval, eval, "
+        "tracking, cache, judge, rerank, sweep); did you mean 'embedding'?",
+        "command line: eval.ks=[5, 1] must be strictly increasing",
+    ]
+
+
+def test_a_config_file_problem_names_the_file_and_line(project: Path) -> None:
+    odd = write(
+        project / "conf" / "chunking" / "odd.yaml",
+        "# size and overlap\nmode: fixed\nsize: 300\noverlap: 300\n",
+    )
+    assert messages(["chunking=odd", "retrieval.top_k=0"]) == [
+        f"{odd}:4: chunking.overlap=300 must satisfy 0 <= overlap < chunking.size (=300)",
+        "command line: retrieval.top_k=0 must be > 0",
+    ]
+
+
+def test_every_sweep_value_is_checked_on_the_baseline(project: Path) -> None:
+    sweep = write(
+        project / "sweeps" / "bad.yaml",
+        "baseline:\n  chunking: heading\naxes:\n"
+        "  - chunking.size: [400, 0]\n"
+        "  - preprocess: [none, nfkx]\n"
+        "  - retrieval.top_k: [10, 20]\n",
+    )
+    assert messages(["sweep=bad"]) == [
+        f"{sweep}:4: axis 1 (chunking.size) value 0: chunking.size=0 must be > 0",
+        f"{sweep}:5: axis 2 (preprocess) value nfkx: preprocess=nfkx: no option 'nfkx' in "
+        "config group preprocess (options: nfkc, nfkc_synonyms, none); did you mean 'nfkc'?",
+    ]
+    assert messages(["sweep=chunkin"])[0].endswith(
+        "(sweeps: bad, chunking, grid_small, retrieval); did you mean 'chunking'?"
+    )
+
+
+def test_an_unreachable_tracking_server_is_reported_within_the_timeout(project: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    found = messages([f"tracking.uri=http://127.0.0.1:{port}"])
+    assert time.monotonic() - started < 30 + 2 * TIMEOUT_S
+    assert found == [
+        f"tracking: http://127.0.0.1:{port}: no tracking server answered within "
+        f"{TIMEOUT_S:g} s (ConnectionError); start it, or set tracking.uri / MLFLOW_TRACKING_URI"
+    ]
+    broken = write(project / "broken.db", "not a database\n" * 100)
+    assert messages([f"tracking.uri=sqlite:///{broken}"]) == [
+        f"tracking: {broken} is not a usable SQLite database (file is not a database)"
+    ]
+
+
+def test_corpus_problems_and_split_problems(project: Path) -> None:
+    missing = project / "nowhere"
+    assert messages([f"corpus.path={missing}"]) == [f"corpus.path={missing} does not exist"]
+    holdout_only = project / "golden.jsonl"
+    holdout_only.write_text(json.dumps({**GOOD_CASE, "split": "holdout"}) + "\n", "utf-8")
+    assert messages([f"golden.path={holdout_only}"]) == [
+        f"eval.split: golden set {holdout_only} has no cases in split 'tuning'"
+    ]
+
+
+def test_a_clean_check_prints_the_summary_and_writes_nothing(tmp_path: Path) -> None:
+    out = ragsweep(
+        "check",
+        "sweep=chunking",
+        "chunking.size=600",
+        cwd=tmp_path,
+        MLFLOW_TRACKING_URI="",
+        COLUMNS="200",  # a wide terminal: long paths stay on their line
+    )
+    assert out.returncode == 0, out.stderr
+    assert list(tmp_path.iterdir()) == []
+    corpus = load_corpus(CorpusConfig(path=str(DEMO_CORPUS)))
+    golden = load_golden(GoldenConfig(path=str(REPO / "demo" / "golden.jsonl")), corpus)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "ragsweep check: no problems found; nothing was run"
+    assert f"corpus    {len(corpus)} documents, {corpus.n_chars:,} characters" in out.stdout
+    counts = Counter((c.type, c.split) for c in golden.cases)
+    for kind in golden.types:
+        row = next(line for line in lines if line.split()[:1] == [kind])
+        assert row.split()[1:] == [str(counts[kind, "tuning"]), str(counts[kind, "holdout"])]
+    this_run = ChunkingConfig(mode="fixed", size=600, overlap=100)
+    (chunks,) = [line for line in lines if "(this run)" in line]
+    assert chunks.split()[-1] == f"{len(chunk_corpus(corpus, this_run)):,}"
+    # the sweep's values on its baseline, with the command line's chunking.size
+    heading = next(line for line in lines if line.strip().startswith("heading size=600"))
+    expected = len(chunk_corpus(corpus, ChunkingConfig(mode="heading", size=600, overlap=100)))
+    assert heading.split()[-1] == f"{expected:,}"
+    assert f"tracking  {tmp_path}/outputs/mlflow.db will be created (first run)" in out.stdout

@@ -1,0 +1,218 @@
+"""Paired comparison over hand-built runs whose flips, deltas and p-values are known."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from ragsweep.cli.release import compare_main
+from ragsweep.eval.stats import paired_randomization_test
+from ragsweep.release.compare import compare_runs
+from ragsweep.release.errors import ComparisonError
+from ragsweep.release.store import RunStore
+
+IDENTITY = {
+    "ragsweep.golden_digest": "g" * 64,
+    "ragsweep.split": "holdout",
+    "ragsweep.corpus_hash": "c" * 64,
+    "ragsweep.min_span_overlap": "1.0",
+}
+
+# (id, type, baseline (hit@5, recall@5), candidate (hit@5, recall@5)); None = unanswerable
+OUTCOMES: list[tuple[str, str, Any, Any]] = [
+    ("c1", "factual", (1, 1.0), (1, 1.0)),
+    ("c2", "factual", (1, 1.0), (0, 0.0)),  # hit → miss
+    ("c3", "procedural", (0, 0.0), (1, 1.0)),  # miss → hit
+    ("c4", "procedural", (0, 0.0), (1, 0.5)),  # miss → hit
+    ("c5", "factual", (0, 0.0), (0, 0.0)),
+    ("c6", "procedural", (1, 0.5), (1, 1.0)),
+    ("c7", "negative", None, None),
+]
+BASELINE_MS = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+CANDIDATE_MS = [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 30.0]
+
+
+def case_row(case_id: str, kind: str, outcome: Any, latency: float, side: str) -> dict[str, Any]:
+    metrics = None
+    if outcome is not None:
+        hit, recall = outcome
+        metrics = {
+            "hit_at_1": 0.0,
+            "hit_at_5": float(hit),
+            "recall_at_1": 0.0,
+            "recall_at_5": recall,
+            "mrr": 0.5 * hit,
+        }
+    first = {
+        "chunk_id": f"{side}-{case_id}",
+        "doc": f"{side}.md",
+        "start": 0,
+        "end": 9,
+        "score": 1.0,
+    }
+    return {
+        "id": case_id,
+        "type": kind,
+        "split": "holdout",
+        "answerable": outcome is not None,
+        "metrics": metrics,
+        "latency_ms": latency,
+        "retrieved": [first],
+    }
+
+
+class RunBuilder:
+    """Logs hand-written ``config.yaml`` and ``cases.jsonl`` artifacts as complete runs."""
+
+    def __init__(self, uri: str, artifacts: Path) -> None:
+        self.client = MlflowClient(tracking_uri=uri)
+        self.experiment = self.client.create_experiment("hand-built", artifacts.as_uri())
+
+    def log(self, name: str, rows: Sequence[dict[str, Any]], **tags: str) -> str:
+        all_tags = {**IDENTITY, "ragsweep.logged": "complete", **tags}
+        run_id = str(
+            self.client.create_run(self.experiment, tags=all_tags, run_name=name).info.run_id
+        )
+        config = {"eval": {"ks": [1, 5], "split": "holdout", "allow_holdout": True}}
+        self.client.log_text(run_id, yaml.safe_dump(config), "config.yaml")
+        self.client.log_text(run_id, "".join(json.dumps(r) + "\n" for r in rows), "cases.jsonl")
+        self.client.set_terminated(run_id, "FINISHED")
+        return run_id
+
+
+@pytest.fixture
+def builder(tmp_path: Path, tracking_db: Path) -> RunBuilder:
+    return RunBuilder(f"sqlite:///{tracking_db}", tmp_path / "artifacts")
+
+
+@pytest.fixture
+def store(tracking_db: Path) -> RunStore:
+    return RunStore(f"sqlite:///{tracking_db}")
+
+
+def side_rows(side: str, latencies: Sequence[float]) -> list[dict[str, Any]]:
+    index = 2 if side == "baseline" else 3
+    return [
+        case_row(o[0], o[1], o[index], ms, side) for o, ms in zip(OUTCOMES, latencies, strict=True)
+    ]
+
+
+def known_pair(builder: RunBuilder) -> tuple[str, str]:
+    return (
+        builder.log("base", side_rows("baseline", BASELINE_MS)),
+        builder.log("cand", side_rows("candidate", CANDIDATE_MS)),
+    )
+
+
+def test_known_flips_deltas_and_p_value(builder: RunBuilder, store: RunStore) -> None:
+    baseline, candidate = known_pair(builder)
+    result = compare_runs(store, baseline, candidate, metric="recall_at_5")
+
+    assert (result.n_cases, result.n_answerable, result.flips_on) == (7, 6, "hit_at_5")
+    assert [f.case_id for f in result.lost] == ["c2"]
+    assert [f.case_id for f in result.gained] == ["c3", "c4"]
+    lost = result.lost[0]
+    assert lost.baseline_first is not None and lost.baseline_first.doc == "baseline.md"
+    assert lost.candidate_first is not None and lost.candidate_first.chunk_id == "candidate-c2"
+
+    assert result.overall["recall_at_5"].baseline == pytest.approx(2.5 / 6)
+    assert result.overall["recall_at_5"].delta == pytest.approx(1 / 6)
+    assert result.overall["hit_at_5"].delta == pytest.approx(1 / 6)
+    assert result.overall["hit_at_1"].delta == 0.0
+    assert result.by_type["factual"]["recall_at_5"].delta == pytest.approx(-1 / 3)
+    assert result.by_type["procedural"]["recall_at_5"].delta == pytest.approx(2 / 3)
+    assert "negative" not in result.by_type
+    assert result.type_counts == {"factual": 3, "procedural": 3}
+
+    # differences 0, −1, 1, 0.5, 0, 0.5: all 2^4 sign assignments of the non-zero ones,
+    # 12 of which have |sum| >= 1
+    assert result.test.exact and result.test.resamples == 16
+    assert result.test.p_value == pytest.approx(12 / 16)
+    assert result.verdict == "inconclusive"
+
+    for key, q in (("latency_ms_p50", 50), ("latency_ms_p95", 95)):
+        assert result.latency[key].baseline == pytest.approx(np.percentile(BASELINE_MS, q))
+        assert result.latency[key].candidate == pytest.approx(np.percentile(CANDIDATE_MS, q))
+
+    decision = result.decision()
+    assert decision.startswith("Decision: INCONCLUSIVE")
+    assert "hit_at_5: 2 gained, 1 lost" in decision
+
+
+def test_objective_is_the_default_metric(builder: RunBuilder, store: RunStore) -> None:
+    baseline, candidate = known_pair(builder)
+    assert compare_runs(store, baseline, candidate).metric == "recall_at_5"  # eval default
+
+
+def test_clear_gains_are_significant(builder: RunBuilder, store: RunStore) -> None:
+    rows = [(f"g{i:02d}", "factual", (0, 0.0), (1, 1.0)) for i in range(12)]
+    baseline = builder.log("b", [case_row(i, t, b, 1.0, "baseline") for i, t, b, _ in rows])
+    candidate = builder.log("c", [case_row(i, t, c, 1.0, "candidate") for i, t, _, c in rows])
+    better = compare_runs(store, baseline, candidate)
+    assert better.test.p_value == pytest.approx(2 / 4096)
+    assert better.verdict == "adopt" and better.decision().startswith("Decision: ADOPT")
+    assert compare_runs(store, candidate, baseline).verdict == "reject"
+
+
+@pytest.mark.parametrize("tag", sorted(IDENTITY))
+def test_runs_on_other_cases_are_refused(builder: RunBuilder, store: RunStore, tag: str) -> None:
+    baseline = builder.log("base", side_rows("baseline", BASELINE_MS))
+    candidate = builder.log("cand", side_rows("candidate", CANDIDATE_MS), **{tag: "other"})
+    with pytest.raises(ComparisonError, match=rf"{tag}: baseline .* vs candidate 'other'.*--force"):
+        compare_runs(store, baseline, candidate)
+    forced = compare_runs(store, baseline, candidate, force=True)
+    assert len(forced.mismatches) == 1
+    assert forced.decision().startswith("FORCED comparison")
+
+
+def test_cases_missing_from_one_run_are_refused(builder: RunBuilder, store: RunStore) -> None:
+    baseline = builder.log("base", side_rows("baseline", BASELINE_MS))
+    candidate = builder.log("cand", side_rows("candidate", CANDIDATE_MS)[1:])
+    with pytest.raises(ComparisonError, match=r"1 case\(s\) are in only one of runs"):
+        compare_runs(store, baseline, candidate)
+    assert compare_runs(store, baseline, candidate, force=True).unpaired == ("c1",)
+
+
+def test_cli_prints_markdown_and_logs_it_on_the_candidate(
+    builder: RunBuilder, store: RunStore, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    baseline, candidate = known_pair(builder)
+    with pytest.raises(SystemExit) as exit_info:
+        compare_main([baseline, candidate, "--tracking-uri", store.uri])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "**Decision: INCONCLUSIVE" in out
+    assert (
+        "- `c2` (factual)\n  - baseline: `baseline.md` [0:9] score 1.000\n"
+        "  - candidate: `candidate.md` [0:9]"
+    ) in out
+    assert "exact: all 2^4 = 16 sign assignments" in out
+
+    artifacts = {a.path for a in store.client.list_artifacts(candidate)}
+    assert {"comparison.md", "comparison.json"} <= artifacts
+    local = store.client.download_artifacts(candidate, "comparison.json", str(tmp_path))
+    logged = json.loads(Path(local).read_text(encoding="utf-8"))
+    assert [f["id"] for f in logged["flips"]["miss_to_hit"]] == ["c3", "c4"]
+    assert logged["test"]["p_value"] == pytest.approx(0.75)
+    assert store.get(candidate).tags["ragsweep.compared_with"] == baseline
+
+
+def test_exact_and_sampled_p_values() -> None:
+    assert paired_randomization_test([1.0, 1.0, 1.0]).p_value == pytest.approx(2 / 8)
+    assert paired_randomization_test([0.0, 0.0]).p_value == 1.0
+    differences = [1.0, -0.5, 1.0, 0.5, 1.0, 1.0, -1.0, 0.5, 1.0, 0.25, 1.0, 0.5]
+    exact = paired_randomization_test(differences, resamples=4096)
+    sampled = paired_randomization_test(differences, resamples=4095, seed=7)
+    assert exact.exact and not sampled.exact
+    assert abs(exact.p_value - sampled.p_value) < 0.03
+    assert paired_randomization_test(differences, resamples=4095, seed=7) == sampled
+    # sampled p-values count the observed assignment, so they are never 0
+    extreme = paired_randomization_test([1.0] * 20, resamples=999, seed=0)
+    assert extreme.p_value == pytest.approx(1 / 1000)
