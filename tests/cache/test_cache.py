@@ -16,14 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragsweep.cache.stage import (
-    META,
-    VERIFIED,
-    EmbeddingStore,
-    StageCache,
-    stat_fingerprint,
-    verify_entry,
-)
+from ragsweep.cache.embeddings import EmbeddingStore
+from ragsweep.cache.entries import META, VERIFIED, stat_fingerprint, verify_entry, write_json
+from ragsweep.cache.stage import StageCache
 from ragsweep.cli.cache import main as cache_main
 from ragsweep.config.app import plain_config
 from ragsweep.config.schema import ChunkingConfig, CorpusConfig, PreprocessConfig
@@ -32,10 +27,11 @@ from ragsweep.data.corpus import load_corpus
 from ragsweep.data.preprocess import build_preprocessor
 from ragsweep.index.backends import BACKENDS
 from ragsweep.index.base import IndexProvenance, Query
+from ragsweep.index.encoding import ModelIdentity
 from ragsweep.index.stages import chunks_key, index_key, rankings_key, texts_key
 from ragsweep.run.config import resolve
 from ragsweep.run.pipeline import RunResult, run_evaluation
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 
 def run(compose_config, project: Path, *extra: str) -> tuple[RunResult, dict[str, float]]:
@@ -346,9 +342,6 @@ def test_two_processes_building_the_same_index(tmp_path: Path, mini_project: Pat
 
 
 def test_cached_index_with_other_provenance_is_a_drift_error(tmp_path: Path) -> None:
-    from ragsweep.cache.stage import write_json
-    from ragsweep.index.encoding import ModelIdentity
-
     model = ModelIdentity("use_m3", "m", "1", 512, True)
     expected = IndexProvenance(model, {"steps": []}, "ck", "corpus", 3)
     stored = dataclasses.replace(expected, model=dataclasses.replace(model, version="2"))
@@ -361,8 +354,6 @@ def test_cached_index_with_other_provenance_is_a_drift_error(tmp_path: Path) -> 
 
 
 def test_index_and_text_keys_follow_version_and_code(monkeypatch) -> None:
-    from ragsweep.index.encoding import ModelIdentity
-
     model = ModelIdentity("bm25", "bm25s-lucene", "0.3", 0, False)
     bm25, use_m3 = BACKENDS.get("bm25"), BACKENDS.get("use_m3")
     dense, sparse = index_key("t", model, use_m3), index_key("t", model, bm25)
@@ -421,7 +412,7 @@ def test_cached_rankings_still_check_the_query_side(tmp_path: Path) -> None:
     from ragsweep.index.backends.dense import build_dense_index
     from ragsweep.index.encoding import l2_normalize
     from ragsweep.index.stages import cached_rankings
-    from tests.test_index import DENSE_ID, FakeEncoder, provenance
+    from tests.index.test_index import DENSE_ID, FakeEncoder, provenance
 
     vectors = l2_normalize(np.array([[1, 0], [0, 1], [1, 1]], dtype=np.float32))
     index = build_dense_index(vectors, FakeEncoder(DENSE_ID), provenance(DENSE_ID, 3))

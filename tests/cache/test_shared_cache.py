@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ragsweep.cache.stage import StageCache, verify_entry
+from ragsweep.cache.entries import verify_entry
+from ragsweep.cache.stage import StageCache
 from ragsweep.cli.cache import iter_entries
 from ragsweep.release.store import RunStore
 from ragsweep.run.files import LINES_STAGE
+from tests.cli.test_cli import RAGSWEEP
 from tests.cluster_support import worker_env
-from tests.test_cli import RAGSWEEP
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 SHARED_STAGES = ("chunks", "texts", "bm25_index", "rankings")
 SEARCHED_ONLY = ("texts", "bm25_index")

@@ -17,7 +17,7 @@ from ragsweep.chunk.chunkers import chunk_corpus
 from ragsweep.config.schema import ChunkingConfig, CorpusConfig, GoldenConfig
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import load_golden
-from tests.test_project import REPO, ragsweep, write
+from tests.cli.test_project import REPO, ragsweep, write
 
 DEMO_CORPUS = REPO / "demo" / "corpus"
 GOOD_CASE = {

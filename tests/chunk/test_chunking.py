@@ -23,7 +23,8 @@ from ragsweep.chunk.chunkers import (
 )
 from ragsweep.config.schema import ChunkingConfig
 from ragsweep.core.errors import ConfigError
-from ragsweep.core.hashing import sha256_file
+from ragsweep.core.hashing import sha256_file, sha256_parts
+from ragsweep.data import spans as data_spans
 from ragsweep.data.corpus import Corpus, Document
 
 MODES = ("fixed", "paragraph", "heading")
@@ -486,11 +487,17 @@ def test_chunk_corpus_keeps_corpus_then_offset_order() -> None:
 
 
 def test_chunker_digest_changes_when_the_chunker_source_is_edited(tmp_path: Path) -> None:
-    edited = tmp_path / "chunking.py"
-    edited.write_bytes(Path(chunking.__file__).read_bytes() + b"\n# an edit\n")
-    assert sha256_file(edited) != CHUNKER_SOURCE_DIGEST
-    edited.write_bytes(Path(chunking.__file__).read_bytes())
-    assert sha256_file(edited) == CHUNKER_SOURCE_DIGEST  # same text, same digest
+    """The digest covers the chunker and the span trimming it uses (ragsweep.data.spans)."""
+    sources = [Path(chunking.__file__), Path(data_spans.__file__)]
+
+    def digest(files: list[Path]) -> str:
+        return sha256_parts(sha256_file(file) for file in files)
+
+    assert digest(sources) == CHUNKER_SOURCE_DIGEST  # same text, same digest
+    for i, source in enumerate(sources):
+        edited = tmp_path / f"edited_{i}.py"
+        edited.write_bytes(source.read_bytes() + b"\n# an edit\n")
+        assert digest([*sources[:i], edited, *sources[i + 1 :]]) != CHUNKER_SOURCE_DIGEST
 
 
 # ---------------------------------------------------------------------------- real data

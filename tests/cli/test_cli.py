@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 RAGSWEEP = Path(sys.executable).parent / "ragsweep"
 

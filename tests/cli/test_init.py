@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from ragsweep.cli.init import EXAMPLE_DOCS, golden_template
-from tests.test_project import ragsweep, write
+from tests.cli.test_project import ragsweep, write
 
 STARTER = [
     "README.md",

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragsweep.cache.stage import META, VERIFIED, StageCache, seal_entry
+from ragsweep.cache.entries import META, VERIFIED, seal_entry
+from ragsweep.cache.stage import StageCache
 from ragsweep.config.schema import CorpusConfig, GoldenConfig
 from ragsweep.core.errors import GoldenError
 from ragsweep.data.corpus import Corpus, load_corpus

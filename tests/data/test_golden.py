@@ -15,13 +15,9 @@ import pytest
 from ragsweep.config.schema import CorpusConfig, GoldenConfig
 from ragsweep.core.errors import GoldenError
 from ragsweep.data.corpus import Corpus, load_corpus
-from ragsweep.data.golden import (
-    EvidenceSpan,
-    GoldenSet,
-    assign_split,
-    load_golden,
-    resolve_quote,
-)
+from ragsweep.data.golden import EvidenceSpan, GoldenSet, load_golden
+from ragsweep.data.quotes import resolve_quote
+from ragsweep.data.splits import assign_split
 
 SRC_DIR = Path(__file__).resolve().parents[2] / "src"
 
@@ -199,7 +195,7 @@ def test_assign_split_is_the_same_in_another_process() -> None:
     ids = [f"q-{i:03d}" for i in range(50)]
     here = [assign_split(case_id, 1 / 3) for case_id in ids]
     code = (
-        "import json, sys; from ragsweep.data.golden import assign_split; "
+        "import json, sys; from ragsweep.data.splits import assign_split; "
         "print(json.dumps([assign_split(i, 1 / 3) for i in json.loads(sys.argv[1])]))"
     )
     env = {**os.environ, "PYTHONPATH": str(SRC_DIR), "PYTHONHASHSEED": "12345"}

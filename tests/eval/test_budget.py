@@ -31,7 +31,7 @@ from ragsweep.eval.relevance import Interval, IntervalBatch, doc_codes
 from ragsweep.eval.uncertainty import interval_keys
 from ragsweep.release.store import RunStore
 from ragsweep.run.config import RunConfig
-from tests.test_pipeline import evaluate, project_overrides
+from tests.run.test_pipeline import evaluate, project_overrides
 
 BUDGETS = (1, 25, 60, 100, 180, 400)
 
@@ -412,7 +412,7 @@ def test_a_budget_objective_is_what_the_run_returns(compose_config, mini_project
 
 
 def test_the_cli_refuses_a_shallow_top_k_before_work(tmp_path: Path, mini_project: Path) -> None:
-    from tests.test_cli import ragsweep
+    from tests.cli.test_cli import ragsweep
 
     out = ragsweep(
         f"paths.output_dir={tmp_path}",

@@ -11,7 +11,7 @@ from ragsweep.config.app import plain_config
 from ragsweep.core.errors import ConfigError
 from ragsweep.run.config import resolve
 from tests.custom_retriever import TfidfRetriever
-from tests.test_pipeline import evaluate, project_overrides
+from tests.run.test_pipeline import evaluate, project_overrides
 
 TFIDF = "embedding.options._target_=tests.custom_retriever.TfidfRetriever"
 OFF = "tracking.enabled=false"

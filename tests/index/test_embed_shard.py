@@ -13,8 +13,8 @@ from ragsweep.config.app import plain_config
 from ragsweep.core.errors import ConfigError
 from ragsweep.run.config import resolve
 from ragsweep.run.pipeline import RunResult, run_evaluation
-from tests.test_cli import RAGSWEEP
-from tests.test_pipeline import project_overrides
+from tests.cli.test_cli import RAGSWEEP
+from tests.run.test_pipeline import project_overrides
 
 DENSE = ("embedding=use_m3", "tracking.enabled=false")
 

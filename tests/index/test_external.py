@@ -11,7 +11,7 @@ from ragsweep.config.app import plain_config
 from ragsweep.core.errors import BackendError, ConfigError
 from ragsweep.run.config import resolve
 from tests.conftest import HANDBOOK, write_jsonl
-from tests.test_pipeline import evaluate, project_overrides
+from tests.run.test_pipeline import evaluate, project_overrides
 
 OFF = "tracking.enabled=false"
 

@@ -12,7 +12,7 @@ from ragsweep.core.errors import ConfigError
 from ragsweep.index.base import Ranked
 from ragsweep.index.fusion import FusionParams, fuse
 from ragsweep.run.config import resolve
-from tests.test_pipeline import evaluate, project_overrides
+from tests.run.test_pipeline import evaluate, project_overrides
 
 
 def ranked(indices: list[int], scores: list[float]) -> Ranked:

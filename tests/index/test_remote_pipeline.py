@@ -14,7 +14,7 @@ from ragsweep.core.errors import BackendError
 from ragsweep.run.config import resolve
 from ragsweep.run.pipeline import run_evaluation
 from tests.fake_ollama import FakeModelServer, Recorded
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 SECRET = "sk-ragsweep-test-5f0e2c9a"
 

@@ -10,10 +10,10 @@ from mlflow.tracking import MlflowClient
 
 from ragsweep.config.app import plain_config
 from ragsweep.core.errors import ConfigError
-from ragsweep.index.backends.st_models import folder_digest
+from ragsweep.index.st_models import folder_digest
 from ragsweep.run.config import resolve
+from tests.run.test_pipeline import evaluate, project_overrides
 from tests.st_support import needs_st, tiny_cross_encoder
-from tests.test_pipeline import evaluate, project_overrides
 
 pytestmark = needs_st
 

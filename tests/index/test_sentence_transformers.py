@@ -14,9 +14,9 @@ from ragsweep.core.errors import ConfigError
 from ragsweep.index.backends import BACKENDS
 from ragsweep.index.backends.dense import shared_encoder
 from ragsweep.index.backends.sbert import SentenceTransformerEncoder, file_dimension, st_identity
-from ragsweep.index.backends.st_models import folder_digest, resolve_folder
+from ragsweep.index.st_models import folder_digest, resolve_folder
+from tests.run.test_pipeline import evaluate
 from tests.st_support import MINILM, copy_minilm, minilm_folder, needs_st
-from tests.test_pipeline import evaluate
 
 pytestmark = needs_st
 

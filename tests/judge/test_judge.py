@@ -31,7 +31,7 @@ from tests.fake_ollama import (
     judge_parts,
     verdict,
 )
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 GEN, JUDGE = "gen:9b", "judge:27b"
 RUBRIC = Path(__file__).resolve().parents[2] / "conf" / "rubrics" / "judge_default.yaml"

@@ -27,9 +27,9 @@ from tests.fake_ollama import (
     judge_parts,
     verdict,
 )
+from tests.judge.test_judge import judge_records, report_row, scripted_judge
 from tests.reliability.conftest import files_containing
-from tests.test_judge import judge_records, report_row, scripted_judge
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 GEN, JUDGE = "gen-8b-instruct", "judge-32b-instruct"
 SECRET = "sk-judge-test-7d41b0"

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 import yaml
 
-from ragsweep.cache.stage import EmbeddingStore, StageCache, verify_entry, verify_shard
+from ragsweep.cache.embeddings import EmbeddingStore
+from ragsweep.cache.entries import verify_entry, verify_shard
+from ragsweep.cache.stage import StageCache
 from ragsweep.config.app import plain_config
 from ragsweep.config.schema import EmbeddingConfig
 from ragsweep.core.errors import CacheError
@@ -23,7 +25,7 @@ from ragsweep.index.backends.use_m3 import UseM3Encoder
 from ragsweep.run.config import resolve
 from ragsweep.run.pipeline import RunResult, run_evaluation
 from tests.reliability.conftest import MountFn, fill, run_command
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 
 def cli_args(project: Path, out: Path, cache: Path, *extra: str) -> list[str]:

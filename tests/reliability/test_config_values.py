@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.conftest import run_command
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from ragsweep.core.errors import MAX_REPORTED_PROBLEMS, CorpusError, GoldenError
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import load_golden
 from tests.reliability.conftest import run_command
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 GOOD = {
     "id": "ok",

@@ -16,7 +16,7 @@ from ragsweep.core.hashing import sha256_text
 from ragsweep.eval.metric_keys import HASH_CHARS, by_type_key, type_names, type_segment
 from ragsweep.release.store import RunStore
 from tests.conftest import write_jsonl
-from tests.test_pipeline import evaluate
+from tests.run.test_pipeline import evaluate
 
 AWKWARD = [
     "R&D",

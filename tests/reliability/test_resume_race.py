@@ -30,8 +30,8 @@ from ragsweep.core import tags as tag
 from ragsweep.sweep.runs import CLAIM_PARAM, SweepRuns
 from ragsweep.sweep.spec import load_sweep
 from tests.reliability.tracking_servers import MlflowServer
-from tests.test_pipeline import project_overrides
-from tests.test_sweep import MINI_SWEEP, Interrupt, multirun, write_sweep
+from tests.run.test_pipeline import project_overrides
+from tests.sweep.test_sweep import MINI_SWEEP, Interrupt, multirun, write_sweep
 
 BIN = Path(sys.executable).parent
 LOST = ("is being resumed", "is still RUNNING", "was taken over by another process")

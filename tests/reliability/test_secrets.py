@@ -9,7 +9,7 @@ import pytest
 
 from ragsweep.core.secret_keys import is_secret_key
 from tests.reliability.conftest import files_containing, run_command
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 SECRET = "sk-test-9f8e7d6c5b4a39281706"
 

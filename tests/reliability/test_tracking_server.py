@@ -30,7 +30,7 @@ from tests.reliability.tracking_servers import (
     SilentServer,
     closed_port,
 )
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 BIN = Path(sys.executable).parent
 FAST = ("tracking.timeout=1", "tracking.retries=0")

@@ -27,7 +27,7 @@ from mlflow.tracking import MlflowClient
 from ragsweep.config.schema import TrackingConfig
 from ragsweep.core import tags as tag
 from ragsweep.tracking.store import TMP_PREFIX, prepare_store
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 BIN = Path(sys.executable).parent
 SWEEP = "axes:\n  - chunking.size: [120, 160]\n"  # 120: the baseline, so 2 jobs

@@ -33,8 +33,8 @@ from ragsweep.sweep.notes import run_link
 from ragsweep.sweep.runs import best_key, trail_key
 from ragsweep.tracking.tables import logged_tables_tag, read_table, write_table
 from tests.conftest import write_mini_project
-from tests.test_pipeline import project_overrides
-from tests.test_sweep import multirun, store, write_sweep
+from tests.run.test_pipeline import project_overrides
+from tests.sweep.test_sweep import multirun, store, write_sweep
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 KS, BUDGETS = (1, 3, 5, 10), (1000, 2000, 4000)  # conf/eval/default.yaml

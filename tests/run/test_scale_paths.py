@@ -12,7 +12,7 @@ import pytest
 
 from ragsweep.cache.stage import StageCache
 from ragsweep.chunk.chunkers import Chunk
-from ragsweep.chunk.table import ChunkColumns
+from ragsweep.chunk.views import ChunkColumns
 from ragsweep.config.app import plain_config
 from ragsweep.config.schema import EvalConfig
 from ragsweep.data.corpus import load_corpus
@@ -29,8 +29,8 @@ from ragsweep.index.backends.dense import build_dense_index
 from ragsweep.index.base import IndexProvenance, Query, Ranked, scope_masker, top_k_rows
 from ragsweep.index.encoding import ModelIdentity
 from ragsweep.index.tokenize import _CJK_RUN, _TOKEN, TokenizerConfig, _ngrams, tokenize
-from ragsweep.run.config import resolve
-from ragsweep.run.pipeline import Timer, build_index, select_cases
+from ragsweep.run.config import resolve, select_cases
+from ragsweep.run.pipeline import Timer, build_index
 from tests.conftest import ComposeFn
 
 RAW = {"steps": []}

@@ -19,16 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragsweep.cache.stage import META, StageCache, seal_entry
+from ragsweep.cache.entries import META, seal_entry
+from ragsweep.cache.stage import StageCache
 from ragsweep.chunk.chunkers import Chunk, chunk_corpus
-from ragsweep.chunk.table import (
-    BOUNDS_FILE,
-    ChunkColumns,
-    ChunkRows,
-    ChunkTable,
-    KnownRows,
-    take_rows,
-)
+from ragsweep.chunk.table import BOUNDS_FILE, ChunkTable, take_rows
+from ragsweep.chunk.views import ChunkColumns, ChunkRows, KnownRows
 from ragsweep.config.app import plain_config
 from ragsweep.config.schema import ChunkingConfig, CorpusConfig
 from ragsweep.core.errors import CorpusError
@@ -690,7 +685,7 @@ def test_chunk_columns_of_a_table_are_its_chunks_attributes(tmp_path: Path) -> N
         [chunks[r].end for r in rows],
     )
     assert columns.coded is not None
-    assert columns.coded.batch.doc[0].tolist() == [corpus.positions[chunks[r].doc] for r in rows]
+    assert columns.coded.doc.tolist() == [corpus.positions[chunks[r].doc] for r in rows]
     assert table.columns(np.array(rows)) is columns  # the same rows again: not rebuilt
     reused = np.array([1, 2])
     assert table.columns(reused).ids == [chunks[1].id, chunks[2].id]

@@ -25,7 +25,7 @@ from ragsweep.sweep.paired import PairedDifference
 from ragsweep.sweep.report import plot_title
 from ragsweep.sweep.result import SweepResult
 from ragsweep.sweep.runs import find_unfinished_parent
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 Task = Callable[[DictConfig], Any]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.cli.test_cli import RAGSWEEP
 from tests.cluster_support import RETRIEVER, SWEEP, RayHead, check_sweep, ray_head, worker_env
-from tests.test_cli import RAGSWEEP
-from tests.test_pipeline import project_overrides
+from tests.run.test_pipeline import project_overrides
 
 BIN = Path(sys.executable).parent
 SWEEP_SECONDS = 600

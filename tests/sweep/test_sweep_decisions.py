@@ -17,7 +17,7 @@ from ragsweep.core import tags as tag
 from ragsweep.release.compare import compare_runs
 from ragsweep.release.store import RunStore
 from ragsweep.sweep.paired import PairedDifference, Unpaired
-from tests.test_sweep import FakeTask, multirun, real_task, store, write_sweep
+from tests.sweep.test_sweep import FakeTask, multirun, real_task, store, write_sweep
 
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.test_cli import ragsweep
-from tests.test_pipeline import project_overrides
+from tests.cli.test_cli import ragsweep
+from tests.run.test_pipeline import project_overrides
 
 SWEEP = """\
 axes:

@@ -23,8 +23,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ragsweep.core import tags as tag
-from ragsweep.tracking.background import LOG_FILE
-from tests.test_case_table import NO_MLFLOW, project
+from ragsweep.tracking.log import LOG_FILE
+from tests.eval.test_case_table import NO_MLFLOW, project
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "MLFLOW_TRACKING_URI": ""}
@@ -238,7 +238,7 @@ def _marker(store_db: Path, record_id: str, run_dir: Path) -> Path:
 def test_an_ended_log_is_reported_unless_its_marker_went_or_its_run_directory_is_gone(
     tmp_path: Path,
 ) -> None:
-    from ragsweep.tracking.background import report_failed
+    from ragsweep.tracking.store import report_failed
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     kept = tmp_path / "runs" / "kept"

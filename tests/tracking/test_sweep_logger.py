@@ -1,4 +1,4 @@
-"""The sweep's logger (:mod:`ragsweep.tracking.sweep_logger`, issue 13): the jobs of ``ragsweep -m``
+"""The sweep's logger (:mod:`ragsweep.tracking.background`, issue 13): the jobs of ``ragsweep -m``
 on the basic launcher hand their runs to one ``ragsweep-log --serve`` process; every run is
 in the store, logged once and completely, before the sweep reads it or exits; a logger that
 dies is replaced by logging in the sweep's process without a second run; a run that cannot
@@ -26,14 +26,14 @@ from omegaconf import OmegaConf
 from ragsweep.config.schema import TrackingConfig
 from ragsweep.core import tags as tag
 from ragsweep.core.names import RECORD_FILE
-from ragsweep.tracking.log import load_record, log_run_once
-from ragsweep.tracking.sweep_logger import (
+from ragsweep.tracking.background import (
     IN_PROCESS_LAUNCHERS,
     LOGGER_OUTPUT,
     SweepLogger,
     logging_jobs,
 )
-from tests.test_case_table import project
+from ragsweep.tracking.log import load_record, log_run_once
+from tests.eval.test_case_table import project
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "MLFLOW_TRACKING_URI": ""}

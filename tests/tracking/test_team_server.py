@@ -32,9 +32,9 @@ from mlflow.tracking import MlflowClient
 from ragsweep.core import tags as tag
 from ragsweep.eval.case_table import SHOWN_FIELDS
 from ragsweep.tracking.log import DatasetInput, _log_dataset
+from tests.run.test_pipeline import project_overrides
+from tests.sweep.test_sweep import MINI_SWEEP, Interrupt, multirun, write_sweep
 from tests.team_server import PostgresCluster, TeamServer, postgres_bin
-from tests.test_pipeline import project_overrides
-from tests.test_sweep import MINI_SWEEP, Interrupt, multirun, write_sweep
 
 pytestmark = pytest.mark.postgres
 

@@ -1,7 +1,9 @@
 """``OneAxisSweeper``: sweep one axis at a time, keep the best value, move to the next.
 
 A thin public class (what Hydra discovers and instantiates); the work is done in
-:mod:`._impl`, imported only when the sweeper is used.
+:mod:`ragsweep.sweep.sweeper`, imported only when the sweeper is instantiated: Hydra imports
+every module under ``hydra_plugins`` when any Hydra app starts, and the sweep engine
+(tracking, data loading, reports) would add about 0.7 s to each of them.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class OneAxisSweeper(Sweeper):
         max_batch_size: int | None,
         params: Mapping[str, str] | None,
     ) -> None:
-        from ._impl import OneAxisSweeperImpl
+        from ragsweep.sweep.sweeper import OneAxisSweeperImpl  # see module docstring
 
         self.sweeper = OneAxisSweeperImpl(sweep, sweeps_dir, resume, max_batch_size, params)
 

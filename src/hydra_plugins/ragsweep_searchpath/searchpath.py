@@ -15,6 +15,8 @@ from __future__ import annotations
 from hydra.core.config_search_path import ConfigSearchPath, SearchPathQuery
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
+from ragsweep.config.app import is_packaged_config, override_config_dirs
+
 PROVIDER = "ragsweep-project"
 MAIN = "main"
 
@@ -23,8 +25,6 @@ class RagsweepSearchPath(SearchPathPlugin):
     """See module docstring."""
 
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        from ragsweep.config.app import is_packaged_config, override_config_dirs
-
         mains = [e for e in search_path.get_path() if e.provider == MAIN]
         if not mains or not is_packaged_config(mains[0].path):
             return

@@ -35,6 +35,7 @@ from ragsweep.core.errors import RagsweepError
 from ragsweep.core.terminal import terminal_width
 from ragsweep.data.corpus import Corpus, load_corpus
 from ragsweep.data.golden import GoldenSet
+from ragsweep.run.config import select_cases
 from ragsweep.tracking.log import tracking_uri
 
 EXIT_PROBLEMS = 2
@@ -86,8 +87,6 @@ def _check_data(config: ConfigCheck, found: Findings) -> None:
 
 
 def _split_problems(golden: GoldenSet, split: str) -> list[Problem]:
-    from ragsweep.run.pipeline import select_cases
-
     try:
         select_cases(golden, split)
     except RagsweepError as exc:

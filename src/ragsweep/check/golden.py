@@ -2,7 +2,7 @@
 
 :func:`ragsweep.data.golden.load_golden` stops at the first problem. This module reads the file
 line by line and validates each case with the loader's own per-case validation
-(``ragsweep.data.golden._parse_case``), so the messages, rules and line numbers are the
+(:func:`ragsweep.data.golden.parse_case`), so the messages, rules and line numbers are the
 loader's; it reports every failing line, then duplicate ids.
 """
 
@@ -17,7 +17,8 @@ from ragsweep.check.problems import Problem
 from ragsweep.config.schema import GoldenConfig
 from ragsweep.core.errors import GoldenError
 from ragsweep.data.corpus import Corpus
-from ragsweep.data.golden import GoldenCase, GoldenSet, _parse_case, _read_bytes, _Where
+from ragsweep.data.golden import GoldenCase, GoldenSet, parse_case, read_golden_bytes
+from ragsweep.data.golden_lines import Where
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ def check_golden(cfg: GoldenConfig, corpus: Corpus) -> GoldenCheck:
     """Validate the golden file at ``cfg.path`` against ``corpus``, reporting every problem."""
     path = Path(cfg.path)
     try:
-        data = _read_bytes(path)
+        data = read_golden_bytes(path)
         text = _decoded(path, data)
     except GoldenError as exc:
         return GoldenCheck(None, (Problem("", str(exc)),))
@@ -65,7 +66,7 @@ def _cases(
             continue
         try:
             record = json.loads(line)
-            cases.append(_parse_case(record, _Where(str(path), line_no), holdout_fraction, corpus))
+            cases.append(parse_case(record, Where(str(path), line_no), holdout_fraction, corpus))
         except json.JSONDecodeError as exc:
             message = f"invalid JSON ({exc.msg} at column {exc.colno})"
             problems.append(Problem(f"{path}:{line_no}", message))

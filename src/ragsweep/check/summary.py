@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ragsweep.check.problems import Problem
+from ragsweep.core.names import SPLITS
 from ragsweep.core.terminal import DEFAULT_WIDTH, wrap
+from ragsweep.run.describe import STEPS, describe
 
 if TYPE_CHECKING:
     from ragsweep.check.config import ConfigCheck
@@ -16,7 +18,6 @@ if TYPE_CHECKING:
     from ragsweep.data.corpus import Corpus
     from ragsweep.data.golden import GoldenSet
 
-SPLITS_SHOWN = ("tuning", "holdout")
 LABEL_WIDTH = 10
 
 
@@ -56,7 +57,7 @@ def _config_lines(config: ConfigCheck) -> list[str]:
     resolved = config.resolved
     cfg = resolved.cfg
     return [
-        f"hash {resolved.config_hash[:12]}  preprocess {'+'.join(cfg.preprocess.steps) or 'none'}",
+        f"hash {resolved.config_hash[:12]}  preprocess {describe(cfg, STEPS)}",
         f"embedding {resolved.model.describe()}",
         f"objective {resolved.objective.name} on split {cfg.eval.split}",
         f"outputs under {config.data['paths']['output_dir']}",
@@ -67,13 +68,13 @@ def _golden_lines(golden: GoldenSet) -> list[str]:
     """Cases per type (rows) and split (columns), with totals."""
     counts = Counter((case.type, case.split) for case in golden.cases)
     width = max([len("type"), *(len(t) for t in golden.types)])
-    header = f"  {'type':<{width}}" + "".join(f"{s:>9}" for s in SPLITS_SHOWN)
+    header = f"  {'type':<{width}}" + "".join(f"{s:>9}" for s in SPLITS)
     rows = [
-        f"  {kind:<{width}}" + "".join(f"{counts[kind, s]:>9}" for s in SPLITS_SHOWN)
+        f"  {kind:<{width}}" + "".join(f"{counts[kind, s]:>9}" for s in SPLITS)
         for kind in golden.types
     ]
     totals = Counter(case.split for case in golden.cases)
-    total = f"  {'all':<{width}}" + "".join(f"{totals[s]:>9}" for s in SPLITS_SHOWN)
+    total = f"  {'all':<{width}}" + "".join(f"{totals[s]:>9}" for s in SPLITS)
     return [f"{len(golden.cases)} cases  {golden.path}", header, *rows, total]
 
 

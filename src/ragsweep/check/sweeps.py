@@ -16,6 +16,7 @@ from ragsweep.config.app import sweep_dirs
 from ragsweep.config.schema import ChunkingConfig
 from ragsweep.core.errors import RagsweepError
 from ragsweep.run.config import resolve
+from ragsweep.run.describe import CHUNKING, chunking_fields
 from ragsweep.sweep.spec import (
     Axis,
     Point,
@@ -101,4 +102,4 @@ def _point(
 def chunking_label(cfg: ChunkingConfig) -> str:
     """``fixed size=800 overlap=100`` (``+heading_prefix`` when set)."""
     prefix = " +heading_prefix" if cfg.heading_prefix else ""
-    return f"{cfg.mode} size={cfg.size} overlap={cfg.overlap}{prefix}"
+    return CHUNKING.format_map(chunking_fields(cfg)) + prefix

@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from ragsweep.config.schema import ChunkingConfig
-from ragsweep.core.hashing import sha256_file
+from ragsweep.core.hashing import source_digest
 from ragsweep.core.registry import Registry
+from ragsweep.data import spans as data_spans
 from ragsweep.data.corpus import Corpus, Document
-
-Span = tuple[int, int]
-"""``(start, end)`` code-point offsets into a document's text, end-exclusive."""
+from ragsweep.data.spans import Span, trim_span
 
 SpanFinder = Callable[[str, Sequence["Section"], ChunkingConfig], list[Span]]
 """A chunking mode: given the text, its sections and the config, the raw chunk spans in
@@ -37,8 +36,9 @@ start order. Spans may carry surrounding whitespace; :func:`chunk_document` trim
 
 CHUNKERS: Registry[SpanFinder] = Registry("chunking.mode")
 
-CHUNKER_SOURCE_DIGEST: str = sha256_file(Path(__file__))
-"""sha256 of this module's source: cached chunks are invalid once the chunking code changes."""
+CHUNKER_SOURCE_DIGEST: str = source_digest(sys.modules[__name__], data_spans)
+"""Digest of the source of this module and of :mod:`ragsweep.data.spans` (which trims every
+chunk's span): cached chunks are invalid once the chunking code changes."""
 
 MAX_NUMBERED_HEADING_CHARS = 80
 """A plain-text numbered heading (``3.1 Scope``) is a short line; longer lines are prose."""
@@ -289,20 +289,6 @@ def _windows(start: int, end: int, size: int, overlap: int) -> list[Span]:
             break
         window_start += size - overlap
     return spans
-
-
-def trim_span(text: str, span: Span) -> Span | None:
-    """``span`` without leading/trailing whitespace, or None if it is whitespace only.
-
-    Chunks and golden evidence spans are both trimmed with it, so they line up.
-    """
-    start, end = span
-    segment = text[start:end]
-    stripped = segment.strip()
-    if not stripped:
-        return None
-    new_start = start + len(segment) - len(segment.lstrip())
-    return new_start, new_start + len(stripped)
 
 
 def _contains(outer: Span, inner: Span) -> bool:

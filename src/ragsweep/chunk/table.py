@@ -10,24 +10,24 @@ stages that need every text do (indexed texts, an index build). Scoring reads th
 retrieved rows as columns (:meth:`ChunkTable.columns`), building none. A warm run whose
 rankings are cached is given their chunks' texts stored with them
 (:meth:`ChunkTable.add_packed_texts`), and builds a chunk from its text, without reading
-its document, only when something reads it (:class:`ChunkRows`).
+its document, only when something reads it (:class:`~ragsweep.chunk.views.ChunkRows`).
+Those warm-path views (known rows, packed texts, columns, rows built on access) are
+:mod:`ragsweep.chunk.views`; this module owns the table, its files and how a row becomes a
+chunk.
 """
 
 from __future__ import annotations
 
-import bisect
-import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import overload
 
 import numpy as np
 
 from ragsweep.chunk.chunkers import Chunk, make_chunk
+from ragsweep.chunk.views import ChunkColumns, ChunkRows, CodedIntervals, KnownRows, PackedTexts
 from ragsweep.data.corpus import Corpus
-from ragsweep.eval.relevance import IntervalBatch
 
 SPANS_FILE = "spans.npy"
 """``(n_chunks, 4)`` int64: document position in the corpus (its id order), start, end,
@@ -335,10 +335,7 @@ class ChunkTable(Sequence[Chunk]):
             docs=docs,
             starts=starts,
             ends=ends,
-            coded=CodedIntervals(
-                IntervalBatch.from_coded(spans[:, 0], spans[:, 1], spans[:, 2]),
-                self.corpus.positions,
-            ),
+            coded=CodedIntervals(spans[:, 0], spans[:, 1], spans[:, 2], self.corpus.positions),
         )
 
     def __iter__(self) -> Iterator[Chunk]:
@@ -364,62 +361,6 @@ def chunk_id(doc: str, start: int, end: int) -> str:
     return f"{doc}@{start}-{end}"
 
 
-@dataclass(frozen=True)
-class KnownRows:
-    """Rows of a chunk table (``rows``, ascending) with their spans (``spans[i]``, as in
-    :data:`SPANS_FILE`), chunk ids and document ids, stored with cached rankings
-    (:data:`ragsweep.index.stages.KNOWN_SPANS_FILE`, :data:`ragsweep.index.stages.KNOWN_IDS_FILE`)."""
-
-    rows: np.ndarray
-    spans: np.ndarray
-    ids: list[str]
-    docs: list[str]
-
-    @functools.cached_property
-    def _row_list(self) -> list[int]:
-        return self.rows.tolist()
-
-    def position(self, row: int) -> int | None:
-        """The index of ``row`` among :attr:`rows`, or None."""
-        return _index_in(self._row_list, row)
-
-    def positions(self, picked: np.ndarray) -> np.ndarray | None:
-        """The indices of the rows ``picked`` among :attr:`rows`, or None unless all are."""
-        if not len(self.rows):
-            return None if len(picked) else np.empty(0, dtype=np.int64)
-        found = np.searchsorted(self.rows, picked).clip(0, len(self.rows) - 1)
-        return found if np.array_equal(self.rows[found], picked) else None
-
-    def ids_at(self, found: np.ndarray) -> tuple[list[str], list[str]]:
-        """The chunk ids and document ids at the indices ``found``."""
-        if np.array_equal(found, np.arange(len(self.rows))):  # every row (the usual case)
-            return list(self.ids), list(self.docs)
-        picked = found.tolist()
-        return [self.ids[i] for i in picked], [self.docs[i] for i in picked]
-
-
-class PackedTexts:
-    """Texts of ascending chunk ``rows`` concatenated (``packed``): row ``rows[i]``'s text
-    is ``packed[offsets[i]:offsets[i + 1]]`` (characters)."""
-
-    def __init__(self, rows: list[int], offsets: list[int], packed: str) -> None:
-        self.rows, self.offsets, self.packed = rows, offsets, packed
-
-    def __contains__(self, row: object) -> bool:
-        return isinstance(row, int) and _index_in(self.rows, row) is not None
-
-    def get(self, row: int) -> str | None:
-        """Row ``row``'s text, or None when it is not among the rows."""
-        i = _index_in(self.rows, row)
-        return None if i is None else self.packed[self.offsets[i] : self.offsets[i + 1]]
-
-
-def _index_in(ascending: list[int], row: int) -> int | None:
-    """The index of ``row`` in the list ``ascending`` (distinct values), or None."""
-    i = bisect.bisect_left(ascending, row)
-    return i if i < len(ascending) and ascending[i] == row else None
-
-
 def _check_text_lengths(rows: np.ndarray, spans: np.ndarray, texts: Sequence[object]) -> None:
     """ValueError unless every ``texts[i]`` is a str as long as the span ``spans[i]`` (of
     chunk row ``rows[i]``); checked on whole arrays, a warm run gives thousands."""
@@ -438,78 +379,8 @@ def _known_chunk(
 ) -> Chunk:
     """The chunk :func:`~ragsweep.chunk.chunkers.make_chunk` cuts from document ``doc_id``, whose
     ``text[start:end]`` is ``text``; its id is derived from the span the same way (that
-    helper is not split in two: chunking.py's source digest is part of every chunks key)."""
+    helper is not split in two: chunkers.py's source digest is part of every chunks key)."""
     return Chunk(chunk_id(doc_id, start, end), doc_id, start, end, text, heading_path)
-
-
-@dataclass(frozen=True)
-class CodedIntervals:
-    """Chunks' intervals with their documents already coded (``batch``, one row), and the
-    code of every document id of their corpus (``codes``: its position), by which other
-    intervals of that corpus (evidence) are coded alike."""
-
-    batch: IntervalBatch
-    codes: Mapping[str, int]
-
-
-@dataclass(frozen=True)
-class ChunkColumns:
-    """Chunks as columns: ``ids[i]``, ``docs[i]``, ``starts[i]``, ``ends[i]`` are chunk i's
-    :attr:`~ragsweep.chunk.chunkers.Chunk.id`, document id and character offsets. ``coded``:
-    the same intervals coded by corpus position (from a chunk table), so scoring need not
-    code every chunk's document id; None for chunks given as objects."""
-
-    ids: list[str]
-    docs: list[str]
-    starts: list[int]
-    ends: list[int]
-    coded: CodedIntervals | None = None
-
-    @classmethod
-    def of(cls, chunks: Iterable[Chunk]) -> ChunkColumns:
-        listed = list(chunks)
-        return cls(
-            ids=[c.id for c in listed],
-            docs=[c.doc for c in listed],
-            starts=[c.start for c in listed],
-            ends=[c.end for c in listed],
-        )
-
-
-class ChunkRows(Sequence[Chunk]):
-    """The chunks of ``table`` at ``rows`` (ascending, distinct), each built on first
-    access: a warm run's retrieved chunks, of which the files read only the top chunk of
-    each case when their ``chunks.jsonl`` lines are cached (:mod:`ragsweep.run.files`)."""
-
-    def __init__(self, table: ChunkTable, rows: np.ndarray) -> None:
-        self.table = table
-        self.rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    @overload
-    def __getitem__(self, index: int) -> Chunk: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Chunk]: ...
-
-    def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
-        if isinstance(index, slice):
-            return self.table.take(self.rows[index].tolist())
-        return self.table[int(self.rows[index])]
-
-    def __iter__(self) -> Iterator[Chunk]:
-        return iter(self.table.take(self.rows.tolist()))
-
-    @functools.cached_property
-    def ids(self) -> list[str]:
-        """Each chunk's id, in order, without building the chunks."""
-        return self.table.columns(self.rows).ids
-
-    def subset(self, keep: Sequence[int]) -> ChunkRows:
-        """The chunks at positions ``keep`` (ascending) of these."""
-        return ChunkRows(self.table, self.rows[np.asarray(keep, dtype=np.int64)])
 
 
 def ids_at(ids: Sequence[str], positions: np.ndarray) -> list[str]:
@@ -520,13 +391,6 @@ def ids_at(ids: Sequence[str], positions: np.ndarray) -> list[str]:
         taken: list[str] = take(positions)
         return taken
     return [ids[p] for p in positions.tolist()]
-
-
-def chunk_ids(chunks: Sequence[Chunk]) -> list[str]:
-    """The ids of ``chunks`` in order; of :class:`ChunkRows` without building them."""
-    if isinstance(chunks, ChunkRows):
-        return chunks.ids
-    return [c.id for c in chunks]
 
 
 def chunk_columns(chunks: Sequence[Chunk], rows: Sequence[int]) -> ChunkColumns:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragsweep.cache.stage import (
+from ragsweep.cache.entries import (
     META,
     VERIFIED,
     CorruptEntry,
@@ -26,6 +26,7 @@ from ragsweep.cache.stage import (
     remove_entry,
     verify_stage_entry,
 )
+from ragsweep.config.app import project_root
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -59,7 +60,7 @@ def iter_entries(root: Path) -> Iterator[Entry]:
 
 def stale_temporaries(root: Path, now: float) -> list[Path]:
     """Temporaries whose writer has died: unchanged for :data:`STALE_TEMP_SECONDS`, and
-    for an entry folder, its key's lock not held (:func:`ragsweep.cache.stage.builder_alive`),
+    for an entry folder, its key's lock not held (:func:`ragsweep.cache.entries.builder_alive`),
     so an entry being built is never one however long it computes. The age is still
     required of a folder whose lock is free: on a file system whose locks do not reach
     across hosts, a builder on another host holds only its own host's lock."""
@@ -170,8 +171,6 @@ def _ago(seconds: float) -> str:
 
 
 def default_cache_dir() -> Path:
-    from ragsweep.config.app import project_root
-
     return Path(project_root()) / "outputs" / "cache"
 
 

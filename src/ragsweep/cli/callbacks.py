@@ -8,16 +8,10 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from ragsweep.config.schema import TrackingConfig, from_mapping
+from ragsweep.config.app import tracking_settings
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.secret_keys import refusal, secret_keys
 from ragsweep.tracking.store import prepare_store
-
-
-def tracking_settings(config: DictConfig) -> TrackingConfig:
-    """The ``tracking`` settings of a composed config (resolved, validated)."""
-    tracking = OmegaConf.to_container(config.tracking, resolve=True)
-    return from_mapping(TrackingConfig, tracking, "tracking")  # type: ignore[arg-type]
 
 
 class PrepareTrackingStore(Callback):

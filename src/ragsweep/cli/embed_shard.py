@@ -6,7 +6,7 @@ questions, exactly as a run embeds them. Each distinct text belongs to one part,
 its sha256 (the key the embedding store files it under), so the N parts are disjoint and
 together hold every text, whatever the order of the corpus and whichever worker runs first.
 A worker embeds only what its part lacks in the store; the vectors go into the
-content-addressed embedding store (:class:`ragsweep.cache.stage.EmbeddingStore`), where the run
+content-addressed embedding store (:class:`ragsweep.cache.embeddings.EmbeddingStore`), where the run
 of the same configuration finds every one of them (``cache/embeddings/misses`` = 0).
 Workers on several hosts share the store through ``cache.dir`` on a shared file system
 (docs/deploy.md, "Splitting the embedding of one configuration").
@@ -31,8 +31,7 @@ from ragsweep.data.golden import load_golden
 from ragsweep.eval.scoring import make_queries
 from ragsweep.index.backends import BACKENDS
 from ragsweep.index.stages import cached_chunks, cached_texts, chunks_key, texts_key
-from ragsweep.run.config import ResolvedConfig, resolve
-from ragsweep.run.pipeline import select_cases
+from ragsweep.run.config import ResolvedConfig, resolve, select_cases
 
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
 

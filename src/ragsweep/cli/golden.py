@@ -18,8 +18,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragsweep.config.schema import SPLITS, CorpusConfig, GoldenConfig
+from ragsweep.config.schema import CorpusConfig, GoldenConfig
 from ragsweep.core.errors import ConfigError, RagsweepError
+from ragsweep.core.names import SPLITS
 from ragsweep.core.terminal import fit_markdown, markdown_table
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import GoldenCase, GoldenSet, load_golden

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsweep.config.app import config_dir
+from ragsweep.core.names import HOLDOUT, TUNING
 
 DEFAULT_NAME = "project"
 DEFAULT_CORPUS = "docs"
@@ -96,7 +97,7 @@ def golden_template() -> list[dict[str, Any]]:
             "ex-quote",
             "How long can I use the password reset link?",
             "factual",
-            "tuning",
+            TUNING,
             evidence=[{"doc": "example.md", "quote": "The reset link is valid for 60 minutes"}],
             notes="a quote, copied from the document; line breaks and NFKC width "
             "differences are tolerated",
@@ -105,7 +106,7 @@ def golden_template() -> list[dict[str, Any]]:
             "ex-occurrence",
             "Where do I delete a workspace?",
             "factual",
-            "tuning",
+            TUNING,
             evidence=[{"doc": "example.md", "quote": "Settings > Data", "occurrence": 2}],
             notes="a quote that occurs more than once: occurrence picks one (1 = first)",
         ),
@@ -113,7 +114,7 @@ def golden_template() -> list[dict[str, Any]]:
             "ex-offsets",
             "How do I export my workspace?",
             "procedural",
-            "tuning",
+            TUNING,
             evidence=[_offsets("example.md", EXPORT_STEPS, EXPORT_END)],
             notes="character offsets [start, end) into the document text",
         ),
@@ -121,7 +122,7 @@ def golden_template() -> list[dict[str, Any]]:
             "ex-multi",
             "If I delete my workspace, how long is it kept, and is my annual plan refunded?",
             "multi_doc",
-            "tuning",
+            TUNING,
             evidence=[
                 {"doc": "example.md", "quote": "Deleted workspaces are kept for 30 days"},
                 {"doc": "faq.md", "quote": "Annual plans can be refunded within 14 days"},
@@ -132,7 +133,7 @@ def golden_template() -> list[dict[str, Any]]:
             "ex-negative",
             "Is there an on-premises version?",
             "negative",
-            "tuning",
+            TUNING,
             answerable=False,
             notes="not answered anywhere in the corpus: answerable false, no evidence",
         ),
@@ -140,7 +141,7 @@ def golden_template() -> list[dict[str, Any]]:
             "ex-scope",
             "What does the free plan include?",
             "factual",
-            "holdout",
+            HOLDOUT,
             scope=["faq.md"],
             evidence=[{"doc": "faq.md", "quote": "3 members and 1 GB of storage"}],
             notes="scope restricts retrieval to these documents; holdout: kept for promotion",

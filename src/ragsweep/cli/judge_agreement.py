@@ -39,6 +39,7 @@ from ragsweep.judge.agreement import (
     render,
     render_markdown,
 )
+from ragsweep.release.store import RunStore, current_config, current_tracking_uri
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -75,8 +76,6 @@ def local_source(path: Path, log_run_id: str | None) -> RunSource:
 
 def mlflow_source(run_id: str, tracking_uri: str | None, log: bool) -> RunSource:
     """A logged run: its ``cases.jsonl`` and ``config.yaml`` artifacts."""
-    from ragsweep.release.store import RunStore, current_config, current_tracking_uri
-
     store = RunStore(current_tracking_uri(current_config(), tracking_uri))
     store.get(run_id)
     text = store.artifact_text(run_id, CASES_FILE)
@@ -89,8 +88,6 @@ def mlflow_source(run_id: str, tracking_uri: str | None, log: bool) -> RunSource
 def log_agreement(tracking_uri: str | None, run_id: str, result: Agreement, floors: Floors) -> None:
     """Add the agreement metrics, report artifacts and floor tag to an MLflow run."""
     from mlflow.entities import Metric
-
-    from ragsweep.release.store import RunStore, current_config, current_tracking_uri
 
     store = RunStore(current_tracking_uri(current_config(), tracking_uri))
     now = int(time.time() * 1000)

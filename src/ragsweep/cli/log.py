@@ -14,6 +14,9 @@ stores of these run directories and says, per directory, whether it was logged.
 
 Exit status: 0 when every directory is logged (or already was), 2 when any failed (each
 failure is printed as ``error: DIR: ...``; the other directories are still handled).
+
+``ragsweep-log --serve`` (not shown in the help) is the background logger a run or a sweep
+starts (:mod:`ragsweep.tracking.logger`).
 """
 
 from __future__ import annotations
@@ -27,13 +30,11 @@ from pathlib import Path
 
 from ragsweep.config.schema import TrackingConfig
 from ragsweep.core.errors import RagsweepError
-from ragsweep.tracking import background as background_log
-from ragsweep.tracking.log import RunRecord, find_logged, load_record, log_run, log_run_once
-from ragsweep.tracking.store import reason, tracking_uri
-from ragsweep.tracking.sweep_logger import serve
+from ragsweep.tracking.log import RunRecord, find_logged, load_record, log_run_once
+from ragsweep.tracking.logger import serve
+from ragsweep.tracking.store import forget_pending, tracking_uri
 
 EXIT_ERROR = 2
-BACKGROUND_NICENESS = 10
 
 
 class NotLoggedError(RagsweepError):
@@ -62,7 +63,7 @@ def log_directory(run_dir: Path, uri: str | None) -> str:
         else f"{run_dir}: logged as run {run_id}"
     )
     configured, _ = load_record(run_dir)
-    background_log.forget(tracking_uri(configured), record.record_id)
+    forget_pending(tracking_uri(configured), record.record_id)
     return account
 
 
@@ -75,31 +76,6 @@ def waited_directory(run_dir: Path, uri: str | None) -> str:
             f"not logged to {tracking_uri(tracking)}; `ragsweep-log {run_dir}` logs it"
         )
     return f"{run_dir}: logged as run {existing}"
-
-
-def log_in_background(
-    marker: Path, run_dir: Path, after: int | None, lock_fd: int | None = None
-) -> int:
-    """The detached logger a run starts (:func:`ragsweep.tracking.background.start`): once the
-    run's process has ended (the pipe ``after``), log ``run_dir`` without waiting for other
-    pending logs, then remove ``marker`` or record why it failed. ``lock_fd``: the marker's
-    lock, held until this process exits and passed on to no process it starts. Returns
-    the exit status."""
-    if lock_fd is not None:
-        os.set_inheritable(lock_fd, False)
-    os.nice(BACKGROUND_NICENESS)  # the user's next command comes first
-    if after is not None:
-        background_log.wait_for_run_exit(after)
-    try:
-        tracking, record = _load(run_dir, None)
-        background_log.skip_waiting(tracking_uri(tracking))
-        print(f"{run_dir}: logged as run {log_run(tracking, record)}", flush=True)
-    except Exception as exc:  # every failure is recorded for the next reader
-        print(f"error: {run_dir}: {exc}", flush=True)
-        background_log.finish(marker, reason(exc))
-        return EXIT_ERROR
-    background_log.finish(marker, None)
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -118,17 +94,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="log nothing: wait for background logs of these runs and say if they landed",
     )
-    parser.add_argument("--background", type=Path, help=argparse.SUPPRESS)  # marker file
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # a logger
+    parser.add_argument("--answers", type=int, help=argparse.SUPPRESS)  # pipe: a sweep's
     parser.add_argument("--after", type=int, help=argparse.SUPPRESS)  # pipe: the run's end
-    parser.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # the marker's lock
-    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # a sweep's logger
+    parser.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # a marker's lock
     args = parser.parse_args(argv)
-    if args.serve is not None:
-        serve(sys.stdin, args.serve)
+    if args.serve:
+        status = serve(sys.stdin, args.answers, args.after, args.lock_fd)
+        os._exit(status)  # every run is committed: skip tearing down MLflow's modules
     if not args.run_dirs:
         parser.error("at least one RUN_DIR is required")
-    if args.background is not None:
-        sys.exit(log_in_background(args.background, args.run_dirs[0], args.after, args.lock_fd))
     handle = waited_directory if args.wait else log_directory
     status = 0
     for run_dir in args.run_dirs:

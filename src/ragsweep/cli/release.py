@@ -27,6 +27,7 @@ from rich.console import Console
 from ragsweep.config.schema import TrackingConfig, from_mapping
 from ragsweep.core import tags as tag
 from ragsweep.core.errors import RagsweepError
+from ragsweep.core.names import HOLDOUT, TUNING
 from ragsweep.core.terminal import markdown_table
 from ragsweep.release.compare import compare_runs, log_comparison, render_markdown
 from ragsweep.release.errors import RunLookupError, ThresholdsError
@@ -34,8 +35,6 @@ from ragsweep.release.gate import render_outcome, run_gate
 from ragsweep.release.nightly import DEFAULT_DROP, run_nightly
 from ragsweep.release.promote import DEFAULT_MAX_USES, DEFAULT_WINDOW_DAYS, promote
 from ragsweep.release.store import (
-    HOLDOUT,
-    TUNING,
     RunStore,
     current_config,
     current_tracking_uri,

@@ -27,7 +27,6 @@ from ragsweep.cli.errors import reported_errors
 from ragsweep.config.app import compose, plain_config
 from ragsweep.config.schema import TrackingConfig, from_mapping
 from ragsweep.core.errors import RagsweepError
-from ragsweep.tracking.background import wait_for_pending
 from ragsweep.tracking.store import (
     TrackingStoreError,
     apply_http_settings,
@@ -36,6 +35,7 @@ from ragsweep.tracking.store import (
     sqlite_path,
     store_error,
     tracking_uri,
+    wait_for_pending,
 )
 
 DEFAULT_HOST = "127.0.0.1"

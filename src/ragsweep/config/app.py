@@ -26,6 +26,8 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from ragsweep.config.schema import TrackingConfig, from_mapping
+
 CONFIG_MODULE = "ragsweep._data.conf"
 CONFIG_PATH = f"pkg://{CONFIG_MODULE}"
 """The packaged defaults as a Hydra config path (the app's primary config source)."""
@@ -117,6 +119,12 @@ def plain_config(cfg: DictConfig) -> dict[str, Any]:
     register_resolvers()
     container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     return cast(dict[str, Any], container)
+
+
+def tracking_settings(config: DictConfig) -> TrackingConfig:
+    """The ``tracking`` settings of a composed config (resolved, validated)."""
+    tracking = OmegaConf.to_container(config.tracking, resolve=True)
+    return from_mapping(TrackingConfig, tracking, "tracking")  # type: ignore[arg-type]
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = CONFIG_NAME) -> DictConfig:

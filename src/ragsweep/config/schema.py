@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 import yaml
 
 from ragsweep.core.errors import ConfigError, RagsweepError
+from ragsweep.core.names import HOLDOUT, SPLITS, TUNING
 
 C = TypeVar("C")
 
-SPLITS = ("tuning", "holdout")
 SWEEPABLE_GROUPS = ("preprocess", "chunking", "embedding", "retrieval", "rerank", "judge")
 """The config groups a sweep axis may vary: the retrieval (and generation) stack. The other
 hashed groups (corpus, golden, eval) define what is measured, so objectives are only
@@ -315,7 +315,7 @@ class EvalConfig:
 
     ks: tuple[int, ...] = (1, 3, 5, 10)
     budgets: tuple[int, ...] = (1000, 2000, 4000)
-    split: str = "tuning"
+    split: str = TUNING
     min_span_overlap: float = 1.0
     objective: str = not_hashed("recall_at_5")
     allow_holdout: bool = not_hashed(False)
@@ -343,7 +343,7 @@ class EvalConfig:
             f"eval.min_span_overlap={self.min_span_overlap} must be in (0, 1]",
         )
         _require(
-            self.split != "holdout" or self.allow_holdout,
+            self.split != HOLDOUT or self.allow_holdout,
             "eval.split=holdout is reserved for promotion (ragsweep-promote RUN_ID); "
             "pass eval.allow_holdout=true to evaluate the holdout split directly",
         )
@@ -368,7 +368,7 @@ class TrackingConfig:
     (not ``-m``) hands its logging to a detached ``ragsweep-log`` process instead of waiting
     for MLflow: ``auto`` when its standard output is a terminal, ``always``, or ``never``
     (:mod:`ragsweep.tracking.background`); with ``auto`` or ``always``, the jobs of a sweep on
-    the basic launcher hand their runs to the sweep's logger (:mod:`ragsweep.tracking.sweep_logger`).
+    the basic launcher hand their runs to the sweep's logger (same module).
     """
 
     enabled: bool = not_hashed(True)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from ragsweep.cache.stage import is_out_of_space_error
+from ragsweep.core.disk import is_out_of_space_error
 from ragsweep.core.errors import OutputError
 
 

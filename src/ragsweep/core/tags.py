@@ -35,6 +35,8 @@ GIT_COMMIT = "ragsweep.git_commit"
 # --- bookkeeping ----------------------------------------------------------------------
 LOGGED = "ragsweep.logged"
 """``complete`` once every param, metric and artifact of the run is in the store."""
+LOGGED_COMPLETE = "complete"
+"""The value of :data:`LOGGED` once every metric, tag and artifact of a run is logged."""
 ERROR = "ragsweep.error"
 """Why a job failed (first characters of the error)."""
 RECORD_ID = "ragsweep.record_id"

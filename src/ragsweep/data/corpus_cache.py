@@ -28,7 +28,8 @@ from typing import Any, overload
 
 import numpy as np
 
-from ragsweep.cache.stage import StageCache, write_json
+from ragsweep.cache.entries import write_json
+from ragsweep.cache.stage import StageCache
 from ragsweep.config.schema import CorpusConfig
 from ragsweep.core import lone_surrogates
 from ragsweep.core.errors import CorpusError

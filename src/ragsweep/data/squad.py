@@ -25,8 +25,9 @@ from typing import Any
 from ragsweep import __version__
 from ragsweep.core.errors import ConfigError, CorpusError, GoldenError, RagsweepError
 from ragsweep.core.lone_surrogates import lone_surrogate
+from ragsweep.core.names import HOLDOUT
 from ragsweep.core.registry import Registry
-from ragsweep.data.golden import assign_split
+from ragsweep.data.splits import assign_split
 
 PARAGRAPH_SEPARATOR = "\n\n"
 CORPUS_FILE = "corpus.jsonl"
@@ -414,7 +415,7 @@ def _write_outputs(
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RagsweepError(f"{out_dir}: cannot create output directory ({exc.strerror})") from None
-    holdout = sum(c.split == "holdout" for c in cases)
+    holdout = sum(c.split == HOLDOUT for c in cases)
     summary = ImportSummary(
         documents=len(documents),
         paragraphs=sum(len(d.paragraph_starts) for d in documents),

@@ -1,1 +1,5 @@
-"""Scoring: relevance of chunks to evidence spans, measures, budgets, intervals and paired statistics."""
+"""Scoring: when a chunk finds an evidence span, the measures, context budgets, intervals,
+paired statistics and the per-case results of a run.
+
+Imports :mod:`ragsweep.index` and below (docs/architecture.md).
+"""

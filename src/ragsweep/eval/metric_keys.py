@@ -33,6 +33,17 @@ LOOKS_HASHED = re.compile(r"-[0-9a-f]{10}$")
 HASH_CHARS = 10
 SLUG_CHARS = 80
 
+N_ANSWERABLE = "n_answerable"
+"""Answerable cases of the evaluated split (the n of every mean)."""
+N_CHUNKS = "n_chunks"
+"""Chunks in the run's index."""
+BY_TYPE = "by_type"
+"""The prefix of per-question-type keys (:func:`by_type_key`)."""
+JUDGE = "judge"
+"""The prefix of the judge's keys (``judge/<metric>``)."""
+JUDGE_BY_TYPE = f"{JUDGE}/{BY_TYPE}"
+"""The prefix of the judge's per-type keys (``judge/by_type/<segment>/<metric>``)."""
+
 
 def type_segment(name: str) -> str:
     """The key segment of question type ``name`` (see module docstring)."""
@@ -67,7 +78,7 @@ def type_segments(names: Iterable[str]) -> dict[str, str]:
     return segments
 
 
-def by_type_key(type_name: str, metric: str, prefix: str = "by_type") -> str:
+def by_type_key(type_name: str, metric: str, prefix: str = BY_TYPE) -> str:
     """``by_type/<segment>/<metric>`` (``prefix`` e.g. ``judge/by_type``)."""
     return f"{prefix}/{type_segment(type_name)}/{metric}"
 

@@ -16,14 +16,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ragsweep.chunk.chunkers import Chunk
-from ragsweep.chunk.table import ChunkColumns, chunk_columns
+from ragsweep.chunk.table import chunk_columns
+from ragsweep.chunk.views import ChunkColumns
 from ragsweep.config.schema import EvalConfig
 from ragsweep.core.progress import progress_bar
 from ragsweep.data.corpus import jsonl_lines
 from ragsweep.data.golden import GoldenCase
 from ragsweep.data.preprocess import Preprocessor
 from ragsweep.eval.measures import RAN_OUT, Measure
-from ragsweep.eval.metric_keys import key_tags, type_segments
+from ragsweep.eval.metric_keys import N_ANSWERABLE, key_tags, type_segments
 from ragsweep.eval.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.eval.relevance import Interval, IntervalBatch, codes_of
 from ragsweep.eval.uncertainty import Bootstrap, Bounds, interval_keys, stratified_intervals
@@ -233,8 +234,9 @@ def _coded_chunks(
     """The chunks' intervals as one batch row, and the document codes the evidence
     ``spans`` are to be packed with: a chunk table's corpus positions, else codes for the
     documents of both."""
-    if picked.coded is not None:
-        return picked.coded.batch, picked.coded.codes
+    coded = picked.coded
+    if coded is not None:  # views of the table's spans: from_coded copies none of them
+        return IntervalBatch.from_coded(coded.doc, coded.start, coded.end), coded.codes
     codes = codes_of(chain(picked.docs, (span[0] for row in spans for span in row)))
     return IntervalBatch.from_columns(picked.docs, picked.starts, picked.ends, codes), codes
 
@@ -320,7 +322,7 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
         by_type_min=by_type_min,
         counts={
             "n_cases": len(results),
-            "n_answerable": len(scored),
+            N_ANSWERABLE: len(scored),
             "n_unanswerable": len(results) - len(scored),
         },
         type_counts=type_counts,

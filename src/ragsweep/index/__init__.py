@@ -1,1 +1,5 @@
-"""Indexing and retrieval: backends, served models, fusion, reranking and the cached build stages."""
+"""Indexing and retrieval: the index and backend protocols, the backends, served models,
+fusion, reranking and the cached build stages.
+
+Imports :mod:`ragsweep.chunk` and below (docs/architecture.md).
+"""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ragsweep import __version__
-from ragsweep.cache.stage import write_json
+from ragsweep.cache.entries import write_json
 from ragsweep.core.errors import DriftError
 from ragsweep.core.registry import Registry
 

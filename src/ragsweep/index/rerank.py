@@ -8,7 +8,7 @@ indexed text, as the index saw them), orders them by its score (ties: first-stag
 and keeps the best ``top_k``.
 
 Pair scores are content-addressed by reranker identity, query and chunk text
-(:class:`~ragsweep.cache.stage.EmbeddingStore` rows of ``[score, seconds]``): a sweep over
+(:class:`~ragsweep.cache.embeddings.EmbeddingStore` rows of ``[score, seconds]``): a sweep over
 ``candidates`` scores each pair once, and a pair's row keeps the amortized time it took,
 so a query's ``rerank`` latency (the sum over its pairs) is the same on a hit.
 
@@ -26,10 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from ragsweep.cache.stage import EmbeddingStore, StageCache
+from ragsweep.cache.embeddings import EmbeddingStore
+from ragsweep.cache.stage import StageCache
 from ragsweep.config.schema import not_hashed, result_fields
 from ragsweep.core.errors import BackendError, ConfigError
 from ragsweep.core.hashing import canonical_json, sha256_json
+from ragsweep.index import st_models
 from ragsweep.index.base import Query, Ranked
 from ragsweep.index.encoding import ModelIdentity
 
@@ -42,7 +44,7 @@ class RerankConfig:
     """The ``rerank`` config group.
 
     ``model``: a cross-encoder folder, ``pkg:NAME/FOLDER`` or a cached hub id (see
-    :mod:`ragsweep.index.backends.st_models`); ``candidates``: how many first-stage chunks are
+    :mod:`ragsweep.index.st_models`); ``candidates``: how many first-stage chunks are
     rescored per query; ``max_length``: tokens per (query, chunk) pair (null: the model's
     own). These change rankings. ``batch_size`` (pairs per forward pass), ``device`` and
     ``threads`` (torch CPU threads) do not.
@@ -82,8 +84,6 @@ class RerankConfig:
 
 def reranker_identity(cfg: RerankConfig) -> ModelIdentity:
     """Name, files digest, ``max_length`` and library versions of the cross-encoder."""
-    from ragsweep.index.backends import st_models
-
     version = st_models.require_sentence_transformers(KEY)
     folder = st_models.resolve_folder(cfg.model, KEY)
     return ModelIdentity(
@@ -109,8 +109,6 @@ class CrossEncoderScorer:
     """A loaded ``CrossEncoder`` scoring (query, text) pairs; one score per pair."""
 
     def __init__(self, cfg: RerankConfig) -> None:
-        from ragsweep.index.backends import st_models
-
         folder = st_models.resolve_folder(cfg.model, KEY)
         self.batch_size = cfg.batch_size
         self._model = st_models.load_offline("CrossEncoder", folder, cfg.device, cfg.threads)

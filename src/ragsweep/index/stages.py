@@ -31,9 +31,11 @@ from typing import Any
 import numpy as np
 
 from ragsweep import __version__
-from ragsweep.cache.stage import StageCache, write_json
+from ragsweep.cache.entries import write_json
+from ragsweep.cache.stage import StageCache
 from ragsweep.chunk.chunkers import CHUNKER_SOURCE_DIGEST, Chunk, chunk_corpus, indexed_text
-from ragsweep.chunk.table import ChunkTable, KnownRows, take_rows
+from ragsweep.chunk.table import ChunkTable, take_rows
+from ragsweep.chunk.views import KnownRows
 from ragsweep.config.schema import OWN_STAGE, ChunkingConfig, RetrievalConfig, result_fields
 from ragsweep.core.errors import DriftError
 from ragsweep.core.gcpause import gc_paused

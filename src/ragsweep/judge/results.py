@@ -13,7 +13,7 @@ from rich.console import Console
 
 from ragsweep.core import tags as tag
 from ragsweep.core.terminal import markdown_table
-from ragsweep.eval.metric_keys import by_type_key
+from ragsweep.eval.metric_keys import JUDGE, JUDGE_BY_TYPE, by_type_key
 from ragsweep.index.remote.chat import ServedChatModel
 from ragsweep.judge.agreement import Agreement, Floors, render_markdown
 from ragsweep.judge.calls import InvalidReply
@@ -185,9 +185,9 @@ class JudgeOutcome:
     def flat_metrics(self) -> dict[str, float]:
         """MLflow metrics: ``judge/<metric>``, ``judge/by_type/<type>/<metric>`` and, with
         human verdicts, ``judge/agreement/...``."""
-        flat = {f"judge/{k}": v for k, v in self.overall.items()}
+        flat = {f"{JUDGE}/{k}": v for k, v in self.overall.items()}
         for type_name, metrics in self.by_type.items():
-            flat.update({by_type_key(type_name, k, "judge/by_type"): v for k, v in metrics.items()})
+            flat.update({by_type_key(type_name, k, JUDGE_BY_TYPE): v for k, v in metrics.items()})
         if self.agreement is not None:
             flat.update(self.agreement.metrics(self.floors))
         return flat

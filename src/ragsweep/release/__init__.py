@@ -4,5 +4,5 @@ record. The MLflow store is the record every tool reads; see docs/promotion.md.
 
 One concern per module: :mod:`store` (reading runs), :mod:`promote`, :mod:`compare` (with
 the paired test of :mod:`ragsweep.eval.stats`), :mod:`thresholds`, :mod:`gate`, :mod:`nightly`,
-and :mod:`cli` (the console scripts).
+and the console scripts in :mod:`ragsweep.cli.release`.
 """

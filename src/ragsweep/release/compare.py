@@ -20,6 +20,7 @@ from ragsweep.core import tags as tag
 from ragsweep.core.terminal import fit_markdown, markdown_table
 from ragsweep.eval import measures
 from ragsweep.eval.measures import HIT, Measure
+from ragsweep.eval.metric_keys import N_ANSWERABLE
 from ragsweep.eval.scoring import CaseResult, RetrievedChunk, summarize
 from ragsweep.eval.stats import PairedTest, paired_randomization_test
 from ragsweep.release.errors import ComparisonError
@@ -137,7 +138,7 @@ class Comparison:
             "flips_on": self.flips_on,
             "alpha": self.alpha,
             "n_cases": self.n_cases,
-            "n_answerable": self.n_answerable,
+            N_ANSWERABLE: self.n_answerable,
             "overall": {m: d.to_json() for m, d in self.overall.items()},
             "by_type": {
                 t: {m: d.to_json() for m, d in metrics.items()}

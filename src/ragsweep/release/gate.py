@@ -18,13 +18,10 @@ from pathlib import Path
 from rich.console import Console
 
 from ragsweep.core import tags as tag
+from ragsweep.core.names import HOLDOUT
 from ragsweep.core.terminal import fit_markdown, markdown_table
 from ragsweep.release.errors import RunLookupError, ThresholdsError
-from ragsweep.release.store import (
-    HOLDOUT,
-    LoggedRun,
-    RunStore,
-)
+from ragsweep.release.store import LoggedRun, RunStore
 from ragsweep.release.thresholds import PROMOTED_BASELINE, Thresholds
 from ragsweep.run.config import resolve
 from ragsweep.run.pipeline import RunResult, run_evaluation

@@ -32,17 +32,13 @@ from rich.console import Console
 from ragsweep.config.schema import EvalConfig
 from ragsweep.core import tags as tag
 from ragsweep.core.errors import ConfigError
+from ragsweep.core.names import HOLDOUT, TUNING
 from ragsweep.core.terminal import fit_markdown, markdown_table, say
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import load_golden
 from ragsweep.eval.metric_keys import by_type_key, type_names
 from ragsweep.release.errors import PromotionError
-from ragsweep.release.store import (
-    HOLDOUT,
-    TUNING,
-    LoggedRun,
-    RunStore,
-)
+from ragsweep.release.store import LoggedRun, RunStore
 from ragsweep.run.config import ResolvedConfig, RunConfig, config_hash, resolve
 from ragsweep.run.pipeline import RunResult, run_evaluation
 from ragsweep.run.report import metric_columns
@@ -255,7 +251,7 @@ def render_report(
         )
         for t in types
     ]
-    header = ["tuning", "holdout", "holdout − tuning"]
+    header = [TUNING, HOLDOUT, f"{HOLDOUT} − {TUNING}"]
     lines = [
         f"# Promotion of run `{tuning.run_id}` to the holdout split",
         "",

@@ -18,16 +18,13 @@ import yaml
 from ragsweep.config.app import compose, plain_config
 from ragsweep.config.schema import TrackingConfig, from_mapping
 from ragsweep.core import tags as tag
-from ragsweep.core.names import CASES_FILE
+from ragsweep.core.names import CASES_FILE, FINISHED
 from ragsweep.eval.scoring import CaseResult, cases_from_jsonl
 from ragsweep.release.errors import RunLookupError
 from ragsweep.run.metrics import BY_TYPE_FILE, FIGURES_FILE, by_type_figures, read_figures
 from ragsweep.tracking.artifacts import artifact_text
 from ragsweep.tracking.store import open_client, tracking_uri
 from ragsweep.tracking.tables import read_table
-
-HOLDOUT = "holdout"
-TUNING = "tuning"
 
 
 @dataclass(frozen=True)
@@ -55,7 +52,7 @@ class LoggedRun:
 
     def require_complete(self) -> None:
         """Refuse runs that failed or were logged only in part."""
-        if self.status != "FINISHED" or self.tags.get(tag.LOGGED) != "complete":
+        if self.status != FINISHED or self.tags.get(tag.LOGGED) != tag.LOGGED_COMPLETE:
             raise RunLookupError(
                 f"run {self.run_id} is not a complete ragsweep run (status {self.status}, "
                 f"{tag.LOGGED}={self.tags.get(tag.LOGGED)!r})"
@@ -164,7 +161,7 @@ class RunStore:
 
     def latest(self, filter_string: str) -> LoggedRun | None:
         """The newest complete run matching ``filter_string``, if any."""
-        complete = f"attributes.status = 'FINISHED' AND tags.\"{tag.LOGGED}\" = 'complete'"
+        complete = f"attributes.status = '{FINISHED}' AND tags.\"{tag.LOGGED}\" = 'complete'"
         found = self.search(f"{filter_string} AND {complete}" if filter_string else complete, 1)
         return found[0] if found else None
 

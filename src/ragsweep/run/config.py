@@ -5,7 +5,8 @@ the resolved mapping it was built from (written to ``config.yaml``). :func:`reso
 one call that validates a configuration and computes what identifies it: registry names
 resolved, the embedding model's identity, the preprocessor's identity, the objective
 measure, and :attr:`ResolvedConfig.config_hash`. The pipeline, promotion and the sweeper all
-go through it.
+go through it. :func:`select_cases` checks the evaluated split against the golden set
+(``ragsweep check`` and ``ragsweep embed`` call it too).
 
 Which groups are hashed is read from field metadata (:func:`ragsweep.config.schema.not_hashed`):
 ``tracking``, ``paths`` and ``cache`` are bookkeeping; every other group is hashed with its
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ragsweep.chunk.chunkers import CHUNKERS
 from ragsweep.config.schema import (
     CacheConfig,
     ChunkingConfig,
@@ -40,13 +42,16 @@ from ragsweep.config.schema import (
 )
 from ragsweep.core.errors import ConfigError
 from ragsweep.core.hashing import sha256_json
+from ragsweep.data.preprocess import build_preprocessor
 from ragsweep.eval import measures
 from ragsweep.eval.budget import retrieval_depth
-from ragsweep.index.rerank import RerankConfig
+from ragsweep.index.backends import BACKENDS
+from ragsweep.index.rerank import RerankConfig, reranker_identity
 from ragsweep.index.rerank import hash_part as rerank_hash_part
 from ragsweep.judge.config import JudgeConfig
 
 if typing.TYPE_CHECKING:
+    from ragsweep.data.golden import GoldenCase, GoldenSet
     from ragsweep.data.preprocess import Preprocessor
     from ragsweep.eval.measures import Measure
     from ragsweep.index.encoding import ModelIdentity
@@ -136,11 +141,6 @@ def resolve(data: Mapping[str, Any] | RunConfig) -> ResolvedConfig:
     Resolves every registry name (a typo fails here, with a suggestion), the embedding
     model's identity (a served model is asked for it), the preprocessor and the objective.
     """
-    from ragsweep.chunk.chunkers import CHUNKERS
-    from ragsweep.data.preprocess import build_preprocessor
-    from ragsweep.index.backends import BACKENDS
-    from ragsweep.index.rerank import reranker_identity
-
     cfg = data if isinstance(data, RunConfig) else RunConfig.from_container(data)
     CHUNKERS.get(cfg.chunking.mode)
     model = BACKENDS.get(cfg.embedding.backend).identity(cfg.embedding)
@@ -176,3 +176,16 @@ def hashed_values(resolved: ResolvedConfig) -> dict[str, Any]:
         for name in hashed_groups()
         if not (name in stand_ins and stand_ins[name] is None)
     }
+
+
+def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
+    """The cases of ``split``; at least one must be answerable, or nothing can be scored."""
+    cases = golden.for_split(split)
+    if not cases:
+        raise ConfigError(f"golden set {golden.path} has no cases in split {split!r}")
+    if not any(c.answerable for c in cases):
+        raise ConfigError(
+            f"golden set {golden.path} has no answerable cases in split {split!r}: "
+            "retrieval metrics need at least one"
+        )
+    return cases

@@ -26,8 +26,9 @@ import yaml
 
 from ragsweep.cache.stage import StageCache
 from ragsweep.chunk import table as chunk_table
+from ragsweep.chunk import views as chunk_views
 from ragsweep.chunk.chunkers import Chunk
-from ragsweep.chunk.table import ChunkRows, chunk_ids
+from ragsweep.chunk.views import ChunkRows, chunk_ids
 from ragsweep.config.schema import EvalConfig
 from ragsweep.core import atomic, hashing
 from ragsweep.core.atomic import atomic_writer, write_bytes_atomic, write_text_atomic
@@ -144,7 +145,7 @@ def _top_texts(chunks: Sequence[Chunk], results: Sequence[CaseResult]) -> list[s
 def retrieved_chunks(chunks: Sequence[Chunk], results: Sequence[CaseResult]) -> Sequence[Chunk]:
     """The chunks of ``chunks`` that some result retrieved, in ``chunks`` order: at most
     ``len(results)`` × the retrieval depth, however large the corpus. Read by id only:
-    :class:`~ragsweep.chunk.table.ChunkRows` stay unbuilt."""
+    :class:`~ragsweep.chunk.views.ChunkRows` stay unbuilt."""
     wanted = {r.chunk_id for result in results for r in result.retrieved}
     ids = chunk_ids(chunks)
     keep = [i for i, chunk_id in enumerate(ids) if chunk_id in wanted]
@@ -157,7 +158,7 @@ def retrieved_chunks(chunks: Sequence[Chunk], results: Sequence[CaseResult]) -> 
 
 def write_chunks_file(path: Path, chunks: Sequence[Chunk], stored: StoredLines | None) -> None:
     """``chunks.jsonl``: one :func:`chunk_line` per chunk. With ``stored`` and chunks of a
-    chunk table (:class:`~ragsweep.chunk.table.ChunkRows`), the file is copied from the
+    chunk table (:class:`~ragsweep.chunk.views.ChunkRows`), the file is copied from the
     stage cache (:data:`LINES_STAGE`) when a run wrote these chunks before: a warm run
     retrieves the same chunks, and encoding thousands of lines (~3 µs each) would be
     most of its file writing. Stored under :func:`lines_key`."""
@@ -181,8 +182,8 @@ def write_chunks_file(path: Path, chunks: Sequence[Chunk], stored: StoredLines |
 def lines_key(chunk_set: str, rows: np.ndarray) -> str:
     """Key of the ``chunks.jsonl`` of the rows ``rows`` (ascending) of the chunk set
     ``chunk_set``: which chunks, and the code that builds and writes their lines (the
-    source of this module, :mod:`ragsweep.core.hashing`, :mod:`ragsweep.chunk.table` and
-    :mod:`ragsweep.core.atomic`)."""
+    source of this module, :mod:`ragsweep.core.hashing`, :mod:`ragsweep.chunk.table`,
+    :mod:`ragsweep.chunk.views` and :mod:`ragsweep.core.atomic`)."""
     packed = np.ascontiguousarray(rows, dtype="<i8").tobytes()
     return sha256_json(
         {
@@ -195,7 +196,7 @@ def lines_key(chunk_set: str, rows: np.ndarray) -> str:
 
 @functools.cache
 def _writer_digest() -> str:
-    return source_digest(sys.modules[__name__], hashing, chunk_table, atomic)
+    return source_digest(sys.modules[__name__], hashing, chunk_table, chunk_views, atomic)
 
 
 def chunk_row(chunk: Chunk) -> dict[str, Any]:

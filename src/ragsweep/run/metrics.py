@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ragsweep.eval.measures import HIT, MRR, RECALL, Measure, computed
-from ragsweep.eval.metric_keys import by_type_key
+from ragsweep.eval.metric_keys import JUDGE, JUDGE_BY_TYPE, N_ANSWERABLE, N_CHUNKS, by_type_key
 from ragsweep.eval.scoring import Summary
 from ragsweep.eval.uncertainty import interval_keys
 from ragsweep.tracking.tables import read_table
@@ -49,23 +49,33 @@ HEADLINE_FAMILIES = (RECALL, HIT)
 WEAKEST_PREFIX = "by_type_min/"
 STAGE_LATENCY_PREFIXES = ("latency_ms_p50/", "latency_ms_p95/")
 """Per-stage search latencies (``latency_ms_p95/rerank``; hybrid and reranking runs)."""
-JUDGE_PREFIX = "judge/"
-JUDGE_DETAIL_PREFIX = "judge/by_type/"
+JUDGE_PREFIX = f"{JUDGE}/"
+JUDGE_DETAIL_PREFIX = f"{JUDGE_BY_TYPE}/"
+LOAD_SECONDS = "load_seconds"
+STORE_SECONDS = "store_seconds"
+CHUNK_SECONDS = "chunk_seconds"
+EMBED_SECONDS = "embed_seconds"
+EVAL_SECONDS = "eval_seconds"
+ARTIFACTS_SECONDS = "artifacts_seconds"
+JUDGE_SECONDS = "judge_seconds"
+LOG_SECONDS = "log_seconds"
+"""The stages a run times (:class:`ragsweep.run.pipeline.Timer`), logged as metrics;
+``log_seconds`` (logging's own time) is reported, not logged."""
 
 COUNTS: dict[str, str] = {
     "n_cases": "cases of the evaluated split",
-    "n_answerable": "answerable cases (the n of every mean)",
+    N_ANSWERABLE: "answerable cases (the n of every mean)",
     "n_unanswerable": "unanswerable cases (scored by no retrieval metric)",
-    "n_chunks": "chunks in the index",
+    N_CHUNKS: "chunks in the index",
 }
 TIMINGS: dict[str, str] = {
-    "load_seconds": "seconds to read the corpus and the golden set",
-    "store_seconds": "seconds to check and open the tracking store before any work",
-    "chunk_seconds": "wall-clock seconds to chunk the corpus (or load the chunks from the cache)",
-    "embed_seconds": "seconds to build the indexed texts and the index, chunk embedding included",
-    "eval_seconds": "seconds to embed the queries, search and score",
-    "artifacts_seconds": "seconds to write the run directory",
-    "judge_seconds": "seconds of the judge stage (only with a judge)",
+    LOAD_SECONDS: "seconds to read the corpus and the golden set",
+    STORE_SECONDS: "seconds to check and open the tracking store before any work",
+    CHUNK_SECONDS: "wall-clock seconds to chunk the corpus (or load the chunks from the cache)",
+    EMBED_SECONDS: "seconds to build the indexed texts and the index, chunk embedding included",
+    EVAL_SECONDS: "seconds to embed the queries, search and score",
+    ARTIFACTS_SECONDS: "seconds to write the run directory",
+    JUDGE_SECONDS: "seconds of the judge stage (only with a judge)",
     "latency_ms_p50": "median per-query search time in milliseconds",
     "latency_ms_p95": "95th percentile per-query search time in milliseconds",
 }
@@ -158,7 +168,7 @@ def by_type_rows(summary: Summary) -> list[list[object]]:
     """The rows of ``by_type.json``: overall, each question type (its name as in the golden
     set), then the weakest type, each with every measure of the run."""
     rows: list[list[object]] = []
-    n_all = summary.counts.get("n_answerable", 0)
+    n_all = summary.counts.get(N_ANSWERABLE, 0)
     slices = [
         ("overall", "", n_all, summary.overall, summary.intervals),
         *(

@@ -34,6 +34,7 @@ from hydra.types import RunMode
 from ragsweep.config.schema import is_hashed
 from ragsweep.core.hashing import sha256_text
 from ragsweep.run.config import ResolvedConfig, RunConfig, hashed_groups
+from ragsweep.run.describe import describe
 
 SUFFIX_CHARS = 6
 """Hex characters of a grid job's or a single run's suffix."""
@@ -42,6 +43,8 @@ SWEEP_SUFFIX_CHARS = 4
 share it with a chance of 1 in 65,536, and then their names still differ unless they also
 swept the same axis to the same value."""
 NO_OVERRIDES = "defaults"
+LABEL = "{mode} {size}/{overlap} {preprocess} {backend}"
+"""The label of a run launched by an API call (:func:`config_label`)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,4 @@ def run_name(resolved: ResolvedConfig, origin: RunOrigin | None) -> str:
 def config_label(resolved: ResolvedConfig) -> str:
     """``fixed 800/100 none bm25``: split mode, size/overlap, preprocessing (the option
     name) and backend."""
-    cfg = resolved.cfg
-    c = cfg.chunking
-    return f"{c.mode} {c.size}/{c.overlap} {cfg.preprocess.name} {cfg.embedding.backend}"
+    return describe(resolved.cfg, LABEL)

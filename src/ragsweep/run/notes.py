@@ -9,21 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ragsweep.eval.metric_keys import N_ANSWERABLE
 from ragsweep.eval.uncertainty import interval_keys
 from ragsweep.run.config import ResolvedConfig, RunConfig
+from ragsweep.run.describe import describe
+
+SUMMARY = (
+    "**chunking** {mode}, size {size}, overlap {overlap} · "
+    "**preprocess** {preprocess} ({steps}) · "
+    "**embedding** {backend}{model_code} · **top_k** {top_k} · "
+    "**split** {split}"
+)
+"""The config line of a run's description (:func:`config_summary`)."""
 
 
 def config_summary(cfg: RunConfig) -> str:
     """One Markdown line: chunking, preprocessing, embedding, retrieval depth and split."""
-    c = cfg.chunking
-    model = f" `{cfg.embedding.model}`" if cfg.embedding.model else ""
-    steps = "+".join(cfg.preprocess.steps) or "no steps"
-    return (
-        f"**chunking** {c.mode}, size {c.size}, overlap {c.overlap} · "
-        f"**preprocess** {cfg.preprocess.name} ({steps}) · "
-        f"**embedding** {cfg.embedding.backend}{model} · **top_k** {cfg.top_k} · "
-        f"**split** {cfg.eval.split}"
-    )
+    return describe(cfg, SUMMARY, no_steps="no steps")
 
 
 def objective_line(name: str, metrics: Mapping[str, float]) -> str:
@@ -33,7 +35,7 @@ def objective_line(name: str, metrics: Mapping[str, float]) -> str:
         return f"**{name}**: not measured"
     low, high = interval_keys(name)
     interval = f" [{metrics[low]:.4f}, {metrics[high]:.4f}]" if low in metrics else ""
-    n = metrics.get("n_answerable")
+    n = metrics.get(N_ANSWERABLE)
     cases = f" over {int(n)} answerable cases" if n is not None else ""
     return f"**{name}** = {metrics[name]:.4f}{interval}{cases}"
 

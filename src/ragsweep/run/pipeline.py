@@ -35,6 +35,7 @@ from ragsweep.core.names import TABLE_FILE
 from ragsweep.data.corpus import Corpus
 from ragsweep.data.corpus_cache import open_corpus
 from ragsweep.data.golden import GoldenCase, GoldenSet, load_golden
+from ragsweep.eval.metric_keys import N_CHUNKS
 from ragsweep.eval.scoring import (
     CaseResult,
     Summary,
@@ -66,15 +67,26 @@ from ragsweep.index.stages import (
     texts_key,
 )
 from ragsweep.judge import JudgeOutcome, prepare_judge
-from ragsweep.run.config import ResolvedConfig
+from ragsweep.run.config import ResolvedConfig, select_cases
+from ragsweep.run.describe import CHUNKING, STEPS, describe
 from ragsweep.run.files import RunCases, StoredLines, write_artifacts
+from ragsweep.run.metrics import (
+    ARTIFACTS_SECONDS,
+    CHUNK_SECONDS,
+    EMBED_SECONDS,
+    EVAL_SECONDS,
+    JUDGE_SECONDS,
+    LOAD_SECONDS,
+    LOG_SECONDS,
+    STORE_SECONDS,
+)
 from ragsweep.run.names import RunOrigin
 from ragsweep.run.record import run_record, run_tags
 from ragsweep.run.report import print_summary
-from ragsweep.tracking.background import wants_background
-from ragsweep.tracking.log import RunRecord, log_run, log_run_in_background, save_record
+from ragsweep.tracking.background import active as active_sweep_logger
+from ragsweep.tracking.background import log_run_in_background, wants_background
+from ragsweep.tracking.log import RunRecord, log_run, save_record
 from ragsweep.tracking.store import prepare_store
-from ragsweep.tracking.sweep_logger import active as active_sweep_logger
 from ragsweep.tracking.tables import logged_tables_tag
 
 
@@ -132,19 +144,6 @@ class Timer:
         self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - wall
         self.cpu_seconds[name] = self.cpu_seconds.get(name, 0.0) + time.process_time() - cpu
         self._open[-1] = (name, time.perf_counter(), time.process_time())
-
-
-def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
-    """The cases of ``split``; at least one must be answerable, or nothing can be scored."""
-    cases = golden.for_split(split)
-    if not cases:
-        raise ConfigError(f"golden set {golden.path} has no cases in split {split!r}")
-    if not any(c.answerable for c in cases):
-        raise ConfigError(
-            f"golden set {golden.path} has no answerable cases in split {split!r}: "
-            "retrieval metrics need at least one"
-        )
-    return cases
 
 
 class BuiltIndex:
@@ -216,7 +215,7 @@ def build_index(
     first used (see :class:`BuiltIndex`), its time counted in ``embed_seconds``."""
     cfg, preprocessor, model = resolved.cfg, resolved.preprocessor, resolved.model
     backend = BACKENDS.get(cfg.embedding.backend)
-    with timer.stage("chunk_seconds"):
+    with timer.stage(CHUNK_SECONDS):
         chunks, chunk_set = _chunks(backend, resolved, corpus, cache)
     if not chunks:
         raise ConfigError(f"chunking produced no chunks from {corpus.source}")
@@ -231,11 +230,11 @@ def build_index(
     built_key = index_key(key, model, backend)
 
     def texts() -> list[str]:
-        with timer.stage("embed_seconds"):
+        with timer.stage(EMBED_SECONDS):
             return cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
 
     def index(lazy_texts: Sequence[str]) -> Index:
-        with timer.stage("embed_seconds"):
+        with timer.stage(EMBED_SECONDS):
             return backend.cached_index(lazy_texts, built_key, cfg.embedding, provenance, cache)
 
     return BuiltIndex(chunks, built_key, backend, texts, index, chunk_set)
@@ -266,7 +265,7 @@ def chunk_scope_masker(chunks: Sequence[Chunk]) -> ScopeMask:
 
 def retrieved_chunks(chunks: Sequence[Chunk], ranked: Sequence[Ranked]) -> Sequence[Chunk]:
     """The chunks of ``chunks`` some ranking holds, in index order, built from their rows
-    only (of a chunk table each when first read, :class:`~ragsweep.chunk.table.ChunkRows`):
+    only (of a chunk table each when first read, :class:`~ragsweep.chunk.views.ChunkRows`):
     at most ``len(ranked)`` × the retrieval depth, however large the corpus."""
     rows = np.unique(np.concatenate([r.indices for r in ranked] or [np.empty(0, np.int64)]))
     return rows_of(chunks, rows.astype(np.int64))
@@ -354,23 +353,23 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
     judge = prepare_judge(cfg.judge)  # None: judge=off; checks the server before any work
     cache_dir = Path(cfg.cache.dir) if cfg.cache.enabled else None
     cache = StageCache(cache_dir, trust_fingerprints=cfg.cache.trust_mtime)
-    with timer.stage("load_seconds"):
+    with timer.stage(LOAD_SECONDS):
         corpus = open_corpus(cfg.corpus, cache, cfg.cache.trust_mtime)
         golden = load_golden(cfg.golden, corpus)
     cases = select_cases(golden, cfg.eval.split)
     if judge is not None:
         judge.check_cases(cases)  # fixed answers cover every case, before any work
     if cfg.tracking.enabled and not background:  # inputs are valid: the store must answer
-        with timer.stage("store_seconds"):
+        with timer.stage(STORE_SECONDS):
             prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
     built = build_index(resolved, corpus, cache, timer)
-    with timer.stage("eval_seconds"):
+    with timer.stage(EVAL_SECONDS):
         results, latency, retrieved = evaluate_cases(cases, built, resolved, cache)
         summary = summarize(results, cfg.eval, cfg.top_k)
         summary = replace(summary, extra={**summary.extra, **latency})
     judged = None
     if judge is not None:
-        with timer.stage("judge_seconds"):
+        with timer.stage(JUDGE_SECONDS):
             judged = judge.run(cases, results, retrieved, cache)
     return StageOutcome(
         corpus, golden, cases, built, results, retrieved, summary, judged, timer, cache
@@ -396,7 +395,7 @@ def run_evaluation(
     done = run_stages(resolved, background)
     cache_metrics = done.cache.stats.as_metrics()  # every stage has run by now
     facts = run_facts(resolved, len(done.built.chunks))
-    with done.timer.stage("artifacts_seconds"), gc_paused(), run_dir_errors(output_dir):
+    with done.timer.stage(ARTIFACTS_SECONDS), gc_paused(), run_dir_errors(output_dir):
         write_artifacts(
             output_dir,
             cfg.source,
@@ -429,7 +428,7 @@ def run_evaluation(
             handed_to = "being logged in the background"
         else:
             run_id = log_run(cfg.tracking, record)
-        timings["log_seconds"] = time.perf_counter() - started
+        timings[LOG_SECONDS] = time.perf_counter() - started
     cache = done.cache
     cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
     facts = {**facts, "cache": cache_line, "run": run_id or handed_to or "not logged"}
@@ -439,7 +438,7 @@ def run_evaluation(
     if record is not None and background:  # last, so the logger does not slow the summary
         started = time.perf_counter()
         handed_over = log_run_in_background(cfg.tracking, record)
-        timings["log_seconds"] = time.perf_counter() - started
+        timings[LOG_SECONDS] = time.perf_counter() - started
         console.print(handed_over.describe(), soft_wrap=True, highlight=False)
     return RunResult(
         config_hash=resolved.config_hash,
@@ -470,7 +469,7 @@ def _record(
         **done.timer.seconds,
         **cache_metrics,
         **(judged.flat_metrics() if judged else {}),
-        "n_chunks": float(len(done.built.chunks)),
+        N_CHUNKS: float(len(done.built.chunks)),
     }
     tags = {
         **run_tags(resolved, done.corpus, done.golden),
@@ -486,14 +485,13 @@ def _record(
 def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:
     """The lines that identify a run in the terminal summary and in report.md."""
     cfg, model = resolved.cfg, resolved.model
-    c = cfg.chunking
     return {
         "config": resolved.config_hash[:12],
         "split": cfg.eval.split,
         "chunks": n_chunks,
         "model": model.describe(),
-        "preprocess": "+".join(cfg.preprocess.steps) or "none",
-        "chunking": f"{c.mode} size={c.size} overlap={c.overlap}",
+        "preprocess": describe(cfg, STEPS),
+        "chunking": describe(cfg, CHUNKING),
         "top_k": cfg.top_k,
         **(
             {"rerank": f"{resolved.reranker.describe()}, top {cfg.rerank.candidates}"}

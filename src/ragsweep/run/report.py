@@ -18,7 +18,7 @@ from ragsweep.core.atomic import write_text_atomic
 from ragsweep.core.terminal import MARKDOWN_WIDTH, column_groups, markdown_table, wrap
 from ragsweep.eval import measures
 from ragsweep.eval.measures import HIT, MRR, RAN_OUT, RECALL, Measure
-from ragsweep.eval.metric_keys import type_segments
+from ragsweep.eval.metric_keys import N_ANSWERABLE, type_segments
 from ragsweep.eval.scoring import Summary
 from ragsweep.eval.uncertainty import Bounds
 from ragsweep.run.chart import line_chart
@@ -50,7 +50,7 @@ def render_report(
     lines += [f"- **{key}**: {value}" for key, value in facts.items()]
     lines += [
         f"- **cases**: {summary.counts['n_cases']} "
-        f"({summary.counts['n_answerable']} answerable, "
+        f"({summary.counts[N_ANSWERABLE]} answerable, "
         f"{summary.counts['n_unanswerable']} unanswerable: no retrieval metrics)",
         f"- **intervals**: {summary.bootstrap.describe()}",
         "",
@@ -106,7 +106,7 @@ def _by_type_table(summary: Summary, columns: Sequence[str]) -> str:
 def _ran_out_note(summary: Summary, eval_cfg: EvalConfig) -> list[str]:
     """A line for each budget at which some rankings ended before the budget filled."""
     lines = []
-    n = summary.counts["n_answerable"]
+    n = summary.counts[N_ANSWERABLE]
     for budget in eval_cfg.budgets:
         name = Measure(RAN_OUT, budget=budget).name
         share = summary.overall.get(name, 0.0)
@@ -178,7 +178,7 @@ def plot_at_k(
         for family in (HIT, RECALL)
         if all(Measure(family, k=k).name in summary.overall for k in ks)
     }
-    n = summary.counts["n_answerable"]
+    n = summary.counts[N_ANSWERABLE]
     chart = line_chart(
         series,
         list(ks),
@@ -229,7 +229,7 @@ def _summary_columns(summary: Summary, headline: Sequence[str]) -> dict[str, lis
     """Column name (``all``, then each type) → its cells: the n, then one stacked cell per
     headline metric."""
     columns = {
-        "all": [str(summary.counts["n_answerable"])]
+        "all": [str(summary.counts[N_ANSWERABLE])]
         + [_stacked(summary.overall[c], summary.intervals[c]) for c in headline]
     }
     for type_name, means in summary.by_type.items():

@@ -20,7 +20,7 @@ from rich.table import Table
 from ragsweep.core.terminal import command_lines, markdown_table, wrap
 from ragsweep.sweep.factors import describe
 from ragsweep.sweep.paired import INTERVAL_LEVEL, PairedDifference, Unpaired
-from ragsweep.sweep.result import AxisResult, SweepResult, Trial
+from ragsweep.sweep.result import RESULT_FILE, AxisResult, SweepResult, Trial
 
 COLUMNS = ("value", "mean", "Δ", f"{INTERVAL_LEVEL:.0%} interval", "p", "note")
 RIGHT = ("mean", "Δ", "p")
@@ -29,6 +29,10 @@ FIGURES = ("mean", "Δ", f"{INTERVAL_LEVEL:.0%} interval", "p")
 REPRODUCE = "reproduce: ragsweep "
 CHOSEN = "✓"
 UNDISTINGUISHED = "✓*"
+SUMMARY_FILE = "sweep_summary.md"
+"""The table as Markdown (:func:`summary_markdown`), in the sweep's folder."""
+PLOT_FILE = "objective_by_axis.png"
+"""The plot of the objective per axis value (:func:`plot_objective_by_axis`)."""
 
 
 def p_text(p: float) -> str:
@@ -127,7 +131,7 @@ def _footer(result: SweepResult) -> list[str]:
     )
     if result.parent_run_id:
         lines.append(f"parent run {result.parent_run_id}")
-    lines.append(f"results in {result.sweep_dir / 'sweep_result.yaml'}")
+    lines.append(f"results in {result.sweep_dir / RESULT_FILE}")
     return lines
 
 

@@ -22,6 +22,9 @@ from ragsweep.sweep.spec import Axis, Point, SweepSpec
 Status = Literal["new", "reused", "resumed", "failed", "invalid"]
 STATUSES: tuple[Status, ...] = ("new", "reused", "resumed", "failed", "invalid")
 
+RESULT_FILE = "sweep_result.yaml"
+"""The sweep's result in its folder (and on the parent run)."""
+
 
 @dataclass(frozen=True)
 class Trial:

@@ -19,10 +19,13 @@ from ragsweep.config.schema import TrackingConfig
 from ragsweep.core import tags as tag
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.hashing import sha256_json
+from ragsweep.core.names import FAILED, FINISHED, KILLED, RUNNING
+from ragsweep.eval.metric_keys import N_ANSWERABLE
 from ragsweep.run.names import sweep_parent_name
 from ragsweep.sweep.notes import child_note, parent_note, was_chosen
 from ragsweep.sweep.result import STATUSES, AxisResult, SweepResult
 from ragsweep.sweep.spec import SweepSpec
+from ragsweep.tracking.background import active as active_sweep_logger
 from ragsweep.tracking.log import (
     MAX_PARAM_VALUE,
     RunRecord,
@@ -32,7 +35,6 @@ from ragsweep.tracking.log import (
     log_run,
 )
 from ragsweep.tracking.store import exclusive_lock, lock_file, tracking_uri
-from ragsweep.tracking.sweep_logger import active as active_sweep_logger
 
 
 class SweepInProgressError(RagsweepError):
@@ -69,7 +71,7 @@ class Ownership:
         generation = max(claims, default=0)
         owner = claims.get(generation) or run.data.tags.get(tag.SWEEP_OWNER, "")
         released = run.data.tags.get(tag.SWEEP_RELEASED) == str(generation) or (
-            generation == 0 and run.info.status != "RUNNING"
+            generation == 0 and run.info.status != RUNNING
         )
         return cls(generation, owner, released)
 
@@ -91,7 +93,7 @@ def check_not_running_elsewhere(run: Any) -> Ownership:
     own = Ownership.of(run)
     if own.released or own.owner_is_gone():
         return own
-    state = "is still RUNNING" if run.info.status == "RUNNING" else "is being resumed"
+    state = f"is still {RUNNING}" if run.info.status == RUNNING else "is being resumed"
     raise SweepInProgressError(
         f"sweep parent run {run.info.run_id} {state} (owner {own.owner or 'unknown'}); "
         "wait for that sweep to finish, or start a new parent with "
@@ -118,7 +120,7 @@ def claim_parent(client: Any, run: Any) -> int:
                 "resuming the same sweep at the same time; let that one finish, or start a "
                 "new parent with hydra.sweeper.resume=false"
             ) from None
-    client.update_run(run_id, status="RUNNING")
+    client.update_run(run_id, status=RUNNING)
     client.set_tag(run_id, tag.SWEEP_OWNER, mine)
     return own.generation + 1
 
@@ -189,7 +191,7 @@ def find_unfinished_parent(client: Any, experiment_id: str, digest: str) -> Any 
         order_by=["attributes.start_time DESC"],
         max_results=1,
     )
-    if runs and runs[0].info.status != "FINISHED":
+    if runs and runs[0].info.status != FINISHED:
         return runs[0]
     return None
 
@@ -251,18 +253,18 @@ class SweepRuns:
 
     def kill_stale_children(self) -> None:
         """Children still RUNNING under a parent being resumed were cut off mid-logging."""
-        for run in self._children("RUNNING"):
-            self.client.set_terminated(run.info.run_id, status="KILLED")
+        for run in self._children(RUNNING):
+            self.client.set_terminated(run.info.run_id, status=KILLED)
 
     def logged_children(self, objective: str) -> dict[str, LoggedChild]:
         """Successfully logged children by config hash (``ragsweep.config_hash`` tag)."""
         found: dict[str, LoggedChild] = {}
-        for run in self._children("FINISHED"):
+        for run in self._children(FINISHED):
             tags, metrics = run.data.tags, run.data.metrics
             config_hash = tags.get(tag.CONFIG_HASH)
             if not config_hash or objective not in metrics:
                 continue
-            n = metrics.get("n_answerable")
+            n = metrics.get(N_ANSWERABLE)
             self.names[str(run.info.run_id)] = str(run.info.run_name or "")
             found.setdefault(
                 config_hash,
@@ -300,7 +302,7 @@ class SweepRuns:
                 metrics={},
                 tags={**tags, tag.ERROR: error[:MAX_TAG_VALUE], tag.PARENT_RUN_ID: self.parent_id},
                 artifacts_dir=artifacts_dir,
-                status="FAILED",
+                status=FAILED,
             )
             return log_run(self.tracking, record)
         self._complete_failed_run(own, run_name, params, error, artifacts_dir)
@@ -312,10 +314,10 @@ class SweepRuns:
         if not config_hash:
             return None
         this_launch = (
-            f" and tags.`ragsweep.config_hash` = '{config_hash}'"
+            f" and tags.`{tag.CONFIG_HASH}` = '{config_hash}'"
             f" and attributes.start_time >= {launched_ms}"
         )
-        for status in ("FAILED", "RUNNING"):
+        for status in (FAILED, RUNNING):
             for run in self._children(status, this_launch):
                 if tag.ERROR not in run.data.tags:
                     return run
@@ -338,7 +340,7 @@ class SweepRuns:
             ],
         )
         self.client.log_artifact(run_id, str(artifacts_dir / "error.txt"))
-        self.client.set_terminated(run_id, status="FAILED")
+        self.client.set_terminated(run_id, status=FAILED)
 
     def tag_parent(self, key: str, value: str) -> None:
         self.client.set_tag(self.parent_id, key, value[:MAX_TAG_VALUE])
@@ -353,7 +355,7 @@ class SweepRuns:
         """Once the last of ``axes`` is decided: rewrite the description of each of its
         runs (:func:`ragsweep.sweep.notes.child_note`, every decided axis it took part in)
         and tag whether its value was chosen; through the sweep's logger when there is one
-        (:mod:`ragsweep.tracking.sweep_logger`). ``config_lines``: run id → its config summary
+        (:mod:`ragsweep.tracking.background`). ``config_lines``: run id → its config summary
         line."""
         from mlflow.entities import RunTag
 
@@ -382,7 +384,7 @@ class SweepRuns:
         children's key, so it does not sort among them by it."""
         from mlflow.entities import RunTag
 
-        metrics = _end_metrics(result) if status == "FINISHED" else []
+        metrics = _end_metrics(result) if status == FINISHED else []
         tags: list[RunTag] = []
         best_name = None
         best = result.final.run_id if result.final is not None else None

@@ -26,6 +26,7 @@ from typing import Any
 
 from ragsweep.core.names import CASES_FILE, CHUNKS_FILE, TABLE_FILE
 from ragsweep.data.corpus import jsonl_lines
+from ragsweep.eval.case_table import is_stored_row, rebuilt_case_row, stored_case_row
 
 COMPRESSED_FILES = frozenset({CASES_FILE, CHUNKS_FILE})
 """Run-directory file names stored gzip-compressed, under :func:`stored_name` (runs logged
@@ -61,9 +62,6 @@ def stored_copy(path: Path, folder: Path) -> Path:
 
 
 def _stored_cases(text: str) -> str:
-    # imported here: case_table imports evaluate, which imports this module
-    from ragsweep.eval.case_table import stored_case_row
-
     return "".join(
         _JSON_LINE.encode(stored_case_row(json.loads(line))) + "\n"
         for line in jsonl_lines(text)
@@ -104,8 +102,6 @@ def _stored_text(client: Any, run_id: str, path: str) -> str:
 def _rebuilt_cases(client: Any, run_id: str, text: str) -> str:
     """The whole ``cases.jsonl`` rows of a stored ``cases.jsonl`` text (unchanged when it
     already has them: runs logged before)."""
-    from ragsweep.eval.case_table import is_stored_row, rebuilt_case_row  # see _stored_cases
-
     try:
         stored = [json.loads(line) for line in jsonl_lines(text) if line.strip()]
     except ValueError:

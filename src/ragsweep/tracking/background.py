@@ -1,59 +1,80 @@
-"""Background logging: a single run hands its MLflow logging to a detached process.
+"""Background logging: a run hands its MLflow logging to a logger process, and goes on.
 
 Importing MLflow and opening its SQLite store take a few seconds, longer than a warm demo
-run itself. With ``tracking.background`` on (``auto``: when the run's standard output is a
-terminal), a single run (not ``-m``) on an existing local SQLite store writes
-``record.json`` as always, starts ``ragsweep-log`` on its run directory in a session of its
-own (output in ``ragsweep-log.txt`` there), and exits without importing MLflow.
+run itself, and logging one run costs about 0.12 s of CPU that a thread would not take off
+a sweep's path (that work holds the GIL). So the logging is done by one program,
+``ragsweep-log --serve`` (:mod:`ragsweep.tracking.logger`), started here in one way
+(:func:`spawn`), for two users:
 
-Every background log leaves a *pending marker* beside the store
-(``mlflow.db.pending/<record id>.json``) for as long as it runs: the run takes an exclusive
-``flock`` on the marker before it starts the logger, and the logger inherits that lock, so
-the marker is locked exactly while a logger is alive. A logger that succeeds removes its
-marker; one that fails writes ``<record id>.failed`` (the reason) beside it and leaves both.
-Every reader of the store (``ragsweep-compare``, ``-promote``, ``-gate``, a sweep's
-resume, ``ragsweep ui``, ``ragsweep-log``) calls :func:`wait_for_pending` when it first
-opens the store: it waits for the locked markers, saying so, and reports every failed or
-interrupted background log with the ``ragsweep-log RUN_DIR`` command that logs it (which
-removes the marker). See docs/tracking.md, "Background logging".
+- **A single run** (:func:`start`, :func:`log_run_in_background`): with
+  ``tracking.background`` on (``auto``: when the run's standard output is a terminal), a
+  single run (not ``-m``) on an existing local SQLite store writes ``record.json`` as always,
+  starts the logger on its run directory in a session of its own (output in
+  ``ragsweep-log.txt`` there), and exits without importing MLflow. The logger holds the
+  run's locked pending marker beside the store while it lives
+  (:mod:`ragsweep.tracking.pending`); every reader of the store waits for it when it first
+  opens the store (:func:`ragsweep.tracking.store.wait_for_pending`).
+- **A sweep** (:func:`logging_jobs`, :class:`SweepLogger`): ``ragsweep -m`` with Hydra's
+  basic launcher (every job in the sweep's process) starts the logger once, beside the
+  sweep. Each job writes its ``record.json`` and hands its run directory over
+  (:meth:`SweepLogger.submit`); the logger answers with each run id or error. Before the
+  sweep reads its children from the store it waits for the logger
+  (:meth:`SweepLogger.drain`), so what it reads is complete. When the sweep ends, however
+  it ends, the logger is told there is nothing more; it logs what it was given and exits.
+  A logger that dies is replaced by logging in the sweep's process: the records it had not
+  answered, and every later one (a run it left half-logged is closed, one it logged
+  completely is kept). A record that could not be logged is reported with the
+  ``ragsweep-log RUN_DIR`` command that logs it, and the sweep, having run every job, exits
+  with status 2. Launchers that run jobs in other processes (joblib, Ray, submitit) log in
+  those processes; so does every job with ``tracking.background=never``.
+
+See docs/tracking.md, "Background logging".
 """
 
 from __future__ import annotations
 
-import fcntl
+import dataclasses
 import json
 import os
-import select
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any
 
 from ragsweep.config.schema import TrackingConfig
-from ragsweep.core.names import RECORD_FILE
+from ragsweep.tracking import pending
+from ragsweep.tracking.log import LOG_FILE, RunRecord, save_record
+from ragsweep.tracking.logger import (
+    END,
+    KEY,
+    MARKER,
+    RUN_DIR,
+    TAGS,
+    WARM_UP,
+    Logged,
+    log_record,
+    parse_answer,
+    tags_set,
+)
 from ragsweep.tracking.store import (
-    LOCK_WAIT_SECONDS,
-    POLL_SECONDS,
     TrackingStoreError,
+    pending_dir,
     read_sqlite_state,
+    report_failed,
     sqlite_path,
     tracking_uri,
 )
 
-LOG_FILE = "ragsweep-log.txt"
-"""In a run directory: what its background ``ragsweep-log`` printed (not uploaded)."""
-MARKER_SUFFIX = ".json"
-FAILED_SUFFIX = ".failed"
-RUN_EXIT_SECONDS = 5.0
-"""At most this long the background logger waits for its run's process to end before it
-logs anyway (a program that calls ragsweep and goes on running)."""
-PROGRESS_SECONDS = 5.0
-"""How often a reader waiting for background logs says that it still waits."""
-
-
+IN_PROCESS_LAUNCHERS = frozenset({"hydra._internal.core_plugins.basic_launcher.BasicLauncher"})
+"""Hydra launchers (``hydra.launcher._target_``) that run every job in the sweep's own
+process: only their jobs can hand their runs to the sweep's logger."""
+LOGGER_OUTPUT = "sweep-logger.txt"
+"""In the sweep directory: what the sweep's logger printed (one line per run)."""
 OUTLIVED_BY_NOTHING_ENV = ("SLURM_JOB_ID",)
 """Environment variables of schedulers that end every process of a job step when its
 command exits (``srun --pty``): a detached logger there would die with the run."""
@@ -112,13 +133,6 @@ def filesystem_type(path: Path, mountinfo: str | None = None) -> str | None:
     return None if best is None else best[1]
 
 
-def pending_dir(uri: str) -> Path | None:
-    """Where the pending markers of store ``uri`` live (a SQLite store only):
-    ``<db>.pending/`` beside the database file."""
-    path = sqlite_path(uri)
-    return None if path is None else path.with_name(f"{path.name}.pending")
-
-
 def store_is_ready(uri: str) -> bool:
     """True when ``uri`` is a local SQLite file that exists with a complete schema (read
     with ``sqlite3``, without MLflow): the only store a run hands to a background logger,
@@ -144,6 +158,52 @@ def wants_background(cfg: TrackingConfig, multirun: bool) -> bool:
     return store_is_ready(tracking_uri(cfg))
 
 
+# -- starting a logger ---------------------------------------------------------------------
+
+_COMMAND = (
+    sys.executable,
+    *(("-P",) if sys.version_info >= (3, 11) else ()),  # the caller's folder is not on its path
+    "-m",
+    "ragsweep.cli.log",
+    "--serve",
+)
+"""The logger's command (``ragsweep-log --serve`` of this interpreter)."""
+
+
+def spawn(
+    output: Path, *options: str, pass_fds: tuple[int, ...], append: bool, detached: bool
+) -> subprocess.Popen[str]:
+    """Start the logger with ``options``, its requests on a pipe to its standard input, its
+    output in ``output`` (added to it when ``append``); ``detached``: in a session of its
+    own, not killed with the terminal's process group. Returns at once."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("a" if append else "w", encoding="utf-8") as printed:
+        return subprocess.Popen(
+            [*_COMMAND, *options],
+            stdin=subprocess.PIPE,
+            stdout=printed,
+            stderr=subprocess.STDOUT,
+            pass_fds=pass_fds,
+            start_new_session=detached,
+            text=True,
+        )
+
+
+def send(process: subprocess.Popen[str], requests: Iterable[dict[str, Any]]) -> bool:
+    """Write request lines to the logger; False when it is gone."""
+    try:
+        assert process.stdin is not None
+        for request in requests:
+            process.stdin.write(json.dumps(request) + "\n")
+        process.stdin.flush()
+    except (OSError, ValueError):  # the logger died
+        return False
+    return True
+
+
+# -- a single run --------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class BackgroundLog:
     """A started background log: its run directory, output file and marker."""
@@ -162,17 +222,10 @@ class BackgroundLog:
         )
 
 
-_LOGGER = (
-    sys.executable,
-    *(("-P",) if sys.version_info >= (3, 11) else ()),  # the run's folder is not on its path
-    "-m",
-    "ragsweep.cli.log",
-)
-"""The background logger's command (``ragsweep-log`` of this interpreter)."""
-_STARTED: list[tuple[subprocess.Popen[bytes], int]] = []
-"""The background loggers this process started, each with the write end of the pipe it
-waits on (:func:`wait_for_run_exit`; closed by the kernel when this process ends, or once
-the logger has exited, so a long-lived caller keeps neither zombies nor descriptors)."""
+_STARTED: list[tuple[subprocess.Popen[str], int]] = []
+"""The single runs' loggers this process started, each with the write end of the pipe it
+waits on (closed by the kernel when this process ends, or once the logger has exited, so a
+long-lived caller keeps neither zombies nor descriptors)."""
 
 
 def _reap_ended() -> None:
@@ -183,41 +236,39 @@ def _reap_ended() -> None:
             _STARTED.remove(started)
 
 
+def log_run_in_background(cfg: TrackingConfig, record: RunRecord) -> BackgroundLog:
+    """Save ``record.json`` and hand the run to a detached logger (:func:`start`); return at
+    once, without importing MLflow."""
+    uri = tracking_uri(cfg)
+    report_failed(uri)  # earlier background logs that did not land: say so at every run
+    save_record(cfg, record)
+    return start(uri, record.record_id, record.artifacts_dir)
+
+
 def start(uri: str, record_id: str, run_dir: Path) -> BackgroundLog:
-    """Start ``ragsweep-log`` on ``run_dir`` (its ``record.json`` written) in its own
-    session, holding the locked pending marker of ``record_id``; return at once."""
+    """Start the logger on ``run_dir`` (its ``record.json`` written) in its own session,
+    holding the locked pending marker of ``record_id``; return at once."""
     folder = pending_dir(uri)
     assert folder is not None, "only SQLite stores are logged in the background"
-    folder.mkdir(parents=True, exist_ok=True)
-    marker = folder / f"{record_id}{MARKER_SUFFIX}"
+    marker = pending.marker_path(folder, record_id)
     log_file = run_dir / LOG_FILE
-    written = folder / f".{record_id}.tmp"  # locked and filled before readers can see it
+    request = {KEY: "1", RUN_DIR: str(run_dir), MARKER: str(marker)}
     _reap_ended()
     until_exit, held_open = os.pipe()  # the logger reads EOF once this process has ended
     try:
-        with written.open("w", encoding="utf-8") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)  # inherited by the logger, held until it exits
-            content = {"run_dir": str(run_dir.resolve()), "log": str(log_file.resolve())}
-            json.dump(content, handle)
-            handle.flush()
-            written.replace(marker)  # the lock belongs to the file, not to its name
-            with log_file.open("w", encoding="utf-8") as output:
-                process = subprocess.Popen(
-                    [
-                        *_LOGGER,
-                        f"--background={marker}",
-                        f"--after={until_exit}",
-                        f"--lock-fd={handle.fileno()}",
-                        str(run_dir),
-                    ],
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    pass_fds=(handle.fileno(), until_exit),
-                    start_new_session=True,  # not killed with the terminal's process group
-                )
+        with pending.create(folder, record_id, run_dir, log_file) as lock:
+            lock_fd = lock.fileno()  # inherited by the logger, held until it exits
+            process = spawn(
+                log_file,
+                f"--after={until_exit}",
+                f"--lock-fd={lock_fd}",
+                pass_fds=(lock_fd, until_exit),
+                append=False,
+                detached=True,
+            )
+        if not send(process, [request, {END: True}]):
+            raise OSError(f"the logger (process {process.pid}) ended at once")
     except OSError as exc:  # a full disk, a folder that went away, no process to start
-        written.unlink(missing_ok=True)
         marker.unlink(missing_ok=True)
         os.close(held_open)
         raise TrackingStoreError(
@@ -226,175 +277,216 @@ def start(uri: str, record_id: str, run_dir: Path) -> BackgroundLog:
         ) from None
     finally:
         os.close(until_exit)
+    _close_requests(process)
     _STARTED.append((process, held_open))
     return BackgroundLog(run_dir, log_file, marker, uri)
 
 
-def wait_for_run_exit(fd: int, wait_seconds: float = RUN_EXIT_SECONDS) -> None:
-    """In the background logger: wait until the run that started it has exited (the pipe
-    ``fd`` reaches its end), at most ``wait_seconds``, so that importing MLflow does not
-    slow the end of the user's process; then close ``fd``."""
+def _close_requests(process: subprocess.Popen[str]) -> None:
+    """Close the logger's standard input: nothing more to send."""
     try:
-        select.select([fd], [], [], wait_seconds)
-    finally:
-        os.close(fd)
+        if process.stdin is not None:
+            process.stdin.close()
+    except OSError:  # already gone
+        pass
 
 
-def finish(marker: Path, error: str | None) -> None:
-    """Called by the background logger at its end: remove the marker, or record ``error``
-    beside it (the marker stays, so readers report it)."""
-    if error is None:
-        marker.unlink(missing_ok=True)
-        return
-    marker.with_suffix(FAILED_SUFFIX).write_text(error + "\n", encoding="utf-8")
+# -- a sweep -------------------------------------------------------------------------------
 
 
-def forget(uri: str, record_id: str) -> None:
-    """Remove what a background log of ``record_id`` left (``ragsweep-log`` logged the
-    record itself): its marker and failure note, unless a logger still holds it."""
-    folder = pending_dir(uri)
-    if folder is None:
-        return
-    marker = folder / f"{record_id}{MARKER_SUFFIX}"
-    if marker.is_file() and _locked(marker):
-        return
-    marker.unlink(missing_ok=True)
-    marker.with_suffix(FAILED_SUFFIX).unlink(missing_ok=True)
+class SweepLogger:
+    """A running logger and the requests a sweep handed to it.
+
+    A thread reads the logger's answers as they come, so the logger never waits on a full
+    pipe while the sweep computes; :meth:`drain` waits for the answers to every request so
+    far. ``tracking``: the sweep's store settings (tags are set there).
+    """
+
+    def __init__(
+        self,
+        process: subprocess.Popen[str],
+        answers: IO[str],
+        output: Path,
+        tracking: TrackingConfig,
+    ) -> None:
+        self.process = process
+        self.output = output
+        self.tracking = tracking
+        self.pid = os.getpid()
+        self._done = threading.Condition()
+        self._pending: list[dict[str, Any]] = []
+        self._answers: dict[str, Logged] = {}
+        self._ended = False
+        self._sent = 0
+        self.failed: list[Logged] = []
+        """Every request that failed so far (reported as it was drained)."""
+        self._reader = threading.Thread(target=self._read, args=(answers,), daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def start(cls, output: Path, tracking: TrackingConfig) -> SweepLogger:
+        """Start the logger, its output in ``output``, and have it open ``tracking``'s store
+        (:func:`ragsweep.tracking.log.warm_up`); return at once. The settings go through its
+        standard input: a URI may hold a password."""
+        answers, answer_end = os.pipe()
+        try:  # a resumed sweep adds to the output
+            process = spawn(
+                output,
+                f"--answers={answer_end}",
+                pass_fds=(answer_end,),
+                append=True,
+                detached=False,
+            )
+        except OSError:
+            os.close(answers)
+            raise
+        finally:
+            os.close(answer_end)
+        logger = cls(process, os.fdopen(answers, "r", encoding="utf-8"), output, tracking)
+        send(process, [{WARM_UP: dataclasses.asdict(tracking)}])
+        return logger
+
+    def submit(self, run_dir: Path) -> None:
+        """Hand over ``run_dir`` (its ``record.json`` written) to be logged; return at once.
+        With the logger gone, it is logged here at the next :meth:`drain`."""
+        self._request({RUN_DIR: str(run_dir.resolve())})
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        """Have ``tags`` set on run ``run_id`` of the sweep's store; return at once."""
+        self._request({TAGS: {"run_id": run_id, "tags": tags}})
+
+    def drain(self, stream: IO[str] | None = None) -> list[Logged]:
+        """Wait until every request so far is done, saying so on ``stream`` (stderr) every
+        few seconds; those the logger did not answer (it died) are done in this process.
+        Returns what became of each, in the order they were made, and forgets them."""
+        out = stream or sys.stderr
+        said = time.monotonic()
+        with self._done:
+            while not self._ended and self._waiting():
+                self._done.wait(timeout=1.0)
+                if time.monotonic() - said >= pending.PROGRESS_SECONDS:
+                    print(
+                        f"waiting for the sweep's MLflow logger: {self._waiting()} run(s) "
+                        f"still being logged (its output: {self.output})",
+                        file=out,
+                        flush=True,
+                    )
+                    said = time.monotonic()
+            requests, self._pending = self._pending, []
+            answers = [self._answers.pop(r[KEY], None) for r in requests]
+        outcome = [
+            a if a is not None else _done_here(r, self.tracking)
+            for r, a in zip(requests, answers, strict=True)
+        ]
+        self.failed.extend(o for o in outcome if o.error is not None)
+        return outcome
+
+    def close(self, stream: IO[str] | None = None) -> list[Logged]:
+        """Tell the logger there is nothing more, wait for its last answers and for it to
+        exit; return what became of the requests not drained yet."""
+        send(self.process, [{END: True}])
+        _close_requests(self.process)
+        outcome = self.drain(stream)
+        self.process.wait()
+        self._reader.join()
+        return outcome
+
+    def _request(self, request: dict[str, Any]) -> None:
+        with self._done:
+            self._sent += 1
+            request = {KEY: str(self._sent), **request}
+            self._pending.append(request)
+            alive = not self._ended
+        if not (alive and send(self.process, [request])):
+            self._reader.join()  # its answers end too: drain knows what it did not answer
+
+    def _waiting(self) -> int:
+        return sum(r[KEY] not in self._answers for r in self._pending)
+
+    def _read(self, answers: IO[str]) -> None:
+        """The reader thread: record each answer as it comes."""
+        with answers:
+            for line in answers:
+                answer = parse_answer(line)
+                if answer is None:
+                    continue
+                with self._done:
+                    self._answers[answer[0]] = answer[1]
+                    self._done.notify_all()
+        with self._done:
+            self._ended = True
+            self._done.notify_all()
 
 
-@dataclass(frozen=True)
-class Failed:
-    """A background log that ended without logging its run."""
-
-    run_dir: str
-    reason: str
-    log: str
-
-
-_WAITED: set[str] = set()
-"""Stores this process has waited for (once per process: later logs are its own)."""
+def _done_here(request: dict[str, Any], tracking: TrackingConfig) -> Logged:
+    """Do ``request`` in this process: the logger died before it answered, perhaps while
+    it was logging the run (:func:`ragsweep.tracking.log.log_run_once`)."""
+    if RUN_DIR in request:
+        return log_record(Path(request[RUN_DIR]), once=True)
+    return tags_set(tracking, request[TAGS])
 
 
-def skip_waiting(uri: str) -> None:
-    """Never wait in this process for ``uri``'s pending logs (a background logger: two of
-    them waiting for each other would wait forever)."""
-    _WAITED.add(uri)
+_ACTIVE: list[SweepLogger] = []
+"""The logger of the sweep running in this process, while it runs."""
 
 
-def wait_for_pending(
-    uri: str, stream: TextIO | None = None, wait_seconds: float = LOCK_WAIT_SECONDS
-) -> list[Failed]:
-    """Wait until no background log to ``uri`` is running (the first time this process
-    asks), saying so on ``stream`` (stderr); report each failed one there and return them."""
-    if uri in _WAITED:
+def active() -> SweepLogger | None:
+    """The logger a job in this process hands its run to, if its sweep started one (never
+    in a process forked from the sweep's: the logger's pipes belong to the sweep)."""
+    logger = _ACTIVE[-1] if _ACTIVE else None
+    return logger if logger is not None and logger.pid == os.getpid() else None
+
+
+def drain_active(stream: IO[str] | None = None) -> list[Logged]:
+    """Wait for the active logger (if any), report on ``stream`` (stderr) each run it could
+    not log, and return what became of every run handed over since the last drain."""
+    logger = active()
+    if logger is None:
         return []
-    _WAITED.add(uri)
-    folder = pending_dir(uri)
-    if folder is None or not folder.is_dir():
-        return []
-    out = stream or sys.stderr
-    _wait_running(folder, out, wait_seconds)
-    return report_failed(uri, out)
+    return _reported(logger.drain(stream), stream)
 
 
-def report_failed(uri: str, stream: TextIO | None = None) -> list[Failed]:
-    """Report on ``stream`` (stderr) every background log to ``uri`` that ended without
-    logging its run (those still running are not waited for); return them."""
-    folder = pending_dir(uri)
-    if folder is None or not folder.is_dir():
-        return []
-    out = stream or sys.stderr
-    # a marker gone once found unlocked was removed by a logger that succeeded meanwhile
-    ended = [m for m in _markers(folder) if not _locked(m) and m.is_file()]
-    failed = [_failure(m) for m in ended if not _forgot_deleted(m, out)]
-    for failure in failed:
-        print(
-            f"error: the background MLflow log of {failure.run_dir} did not finish: "
-            f"{failure.reason} (its output: {failure.log}). The run directory holds the "
-            f"whole run; log it with: ragsweep-log {failure.run_dir}",
-            file=out,
-        )
-    return failed
-
-
-def _forgot_deleted(marker: Path, out: TextIO) -> bool:
-    """True (and the marker removed, once said) when the failed log's run directory no
-    longer holds its ``record.json``: nothing is left to log, and ``ragsweep-log`` could
-    not clear it."""
-    run_dir = Path(_run_dir(marker))
-    if (run_dir / RECORD_FILE).is_file():
-        return False
-    print(
-        f"warning: the background MLflow log of {run_dir} did not finish, and the run "
-        f"directory (its {RECORD_FILE}) is gone; nothing is left to log, forgotten",
-        file=out,
+def wants_logger(tracking: TrackingConfig, launcher_target: str) -> bool:
+    """Whether a sweep with ``tracking`` and Hydra launcher ``launcher_target`` starts a
+    logger: tracking is on, ``tracking.background`` is not ``never``, and its jobs run in
+    its own process."""
+    return (
+        tracking.enabled
+        and tracking.background != "never"
+        and launcher_target in IN_PROCESS_LAUNCHERS
     )
-    marker.with_suffix(FAILED_SUFFIX).unlink(missing_ok=True)
-    marker.unlink(missing_ok=True)
-    return True
 
 
-def _markers(folder: Path) -> Iterator[Path]:
-    return iter(sorted(folder.glob(f"*{MARKER_SUFFIX}")))
-
-
-def _wait_running(folder: Path, out: TextIO, wait_seconds: float) -> None:
-    started = time.monotonic()
-    said = -PROGRESS_SECONDS
-    while True:
-        running = [m for m in _markers(folder) if _locked(m)]
-        if not running:
-            return
-        waited = time.monotonic() - started
-        if waited >= wait_seconds:
-            raise TrackingStoreError(
-                f"waited {wait_seconds:.0f} s for {len(running)} background MLflow log(s) "
-                f"to {folder.parent} ({', '.join(_run_dir(m) for m in running)}); they are "
-                "still running"
-            )
-        if waited - said >= PROGRESS_SECONDS:
-            print(
-                f"waiting for {len(running)} background MLflow log(s) to finish "
-                f"({', '.join(_run_dir(m) for m in running)})",
-                file=out,
-                flush=True,
-            )
-            said = waited
-        time.sleep(POLL_SECONDS)
-
-
-def _locked(marker: Path) -> bool:
-    """True while a background logger holds ``marker`` (False once it is gone)."""
+@contextmanager
+def logging_jobs(
+    tracking: TrackingConfig, hydra_cfg: Any, stream: IO[str] | None = None
+) -> Iterator[SweepLogger | None]:
+    """While the sweep of ``hydra_cfg`` (the ``hydra`` node of its config) runs, its jobs
+    hand their runs to one logger (when :func:`wants_logger`); at the end every run is
+    logged (or reported on ``stream``) before this returns."""
+    if not wants_logger(tracking, str(hydra_cfg.launcher.get("_target_", ""))):
+        yield None
+        return
+    logger = SweepLogger.start(Path(str(hydra_cfg.sweep.dir)) / LOGGER_OUTPUT, tracking)
+    _ACTIVE.append(logger)
     try:
-        handle = marker.open("r")
-    except FileNotFoundError:
-        return False
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
+        yield logger
+    finally:
+        _ACTIVE.remove(logger)
+        _reported(logger.close(stream), stream)
+    runs_failed = [o for o in logger.failed if o.run_dir is not None]
+    if runs_failed:  # every job ran; what they found is on disk, not all of it in MLflow
+        print(
+            f"error: {len(runs_failed)} run(s) of this sweep were not logged to MLflow "
+            "(above); their run directories hold them, log them with ragsweep-log",
+            file=stream or sys.stderr,
+            flush=True,
+        )
+        sys.exit(2)
 
 
-def _content(marker: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _run_dir(marker: Path) -> str:
-    return str(_content(marker).get("run_dir", marker.stem))
-
-
-def _failure(marker: Path) -> Failed:
-    data = _content(marker)
-    note = marker.with_suffix(FAILED_SUFFIX)
-    try:
-        reason = note.read_text(encoding="utf-8").strip()
-    except OSError:
-        reason = "its process ended before it logged the run (killed, or the machine stopped)"
-    return Failed(str(data.get("run_dir", marker.stem)), reason, str(data.get("log", "")))
+def _reported(outcome: list[Logged], stream: IO[str] | None) -> list[Logged]:
+    for logged in outcome:
+        if logged.error is not None:
+            print(logged.describe(), file=stream or sys.stderr, flush=True)
+    return outcome

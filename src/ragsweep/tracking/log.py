@@ -7,8 +7,8 @@ fails while it is being logged is marked FAILED and lacks the ``ragsweep.logged=
 tag, which readers (promotion, comparison, resume) require. Before the store is written,
 the run's directory receives ``record.json`` (everything the run sends to MLflow), so a run
 whose store fails at the end is not lost: ``ragsweep-log RUN_DIR`` logs it later. The store
-itself (creation, locks, repair, timeouts) is :mod:`ragsweep.tracking.store`. See
-docs/tracking.md.
+itself (creation, locks, repair, timeouts) is :mod:`ragsweep.tracking.store`; logging in
+another process, :mod:`ragsweep.tracking.background`. See docs/tracking.md.
 """
 
 from __future__ import annotations
@@ -27,10 +27,8 @@ from typing import Any
 from ragsweep.config.schema import TrackingConfig, from_mapping
 from ragsweep.core import tags as tag
 from ragsweep.core.errors import RagsweepError
-from ragsweep.core.names import RECORD_FILE
+from ragsweep.core.names import FAILED, FINISHED, RECORD_FILE, RUNNING
 from ragsweep.tracking.artifacts import LOCAL_ONLY_FILES, stored_copy
-from ragsweep.tracking.background import LOG_FILE, BackgroundLog, report_failed
-from ragsweep.tracking.background import start as start_background_log
 from ragsweep.tracking.store import (
     TrackingStoreError,
     is_local,
@@ -54,6 +52,8 @@ DUPLICATE_KEY_MESSAGES = (
 """How each database reports a unique-key violation (MLflow passes its message on, also
 through a tracking server)."""
 RECORD_FORMAT = 1
+LOG_FILE = "ragsweep-log.txt"
+"""In a run directory: what its background ``ragsweep-log`` printed (not uploaded)."""
 
 
 class RecordError(RagsweepError):
@@ -81,7 +81,7 @@ class RunRecord:
     tags: dict[str, str]
     artifacts_dir: Path
     dataset: DatasetInput | None = None
-    status: str = "FINISHED"
+    status: str = FINISHED
     record_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def to_json(self, tracking: TrackingConfig) -> dict[str, Any]:
@@ -212,15 +212,6 @@ def log_run(cfg: TrackingConfig, record: RunRecord, saved: bool = False) -> str:
         ) from exc
 
 
-def log_run_in_background(cfg: TrackingConfig, record: RunRecord) -> BackgroundLog:
-    """Save ``record.json`` and hand the run to a detached ``ragsweep-log`` process
-    (:func:`ragsweep.tracking.background.start`); return at once, without importing MLflow."""
-    uri = tracking_uri(cfg)
-    report_failed(uri)  # earlier background logs that did not land: say so at every run
-    save_record(cfg, record)
-    return start_background_log(uri, record.record_id, record.artifacts_dir)
-
-
 def _uri_or_config(cfg: TrackingConfig) -> str:
     try:
         return tracking_uri(cfg)
@@ -276,7 +267,9 @@ def _finish(
     for params, metrics in pending[:-1]:
         client.log_batch(run_id, params=params, metrics=metrics)
     params, metrics = pending[-1]
-    client.log_batch(run_id, params=params, metrics=metrics, tags=[RunTag(tag.LOGGED, "complete")])
+    client.log_batch(
+        run_id, params=params, metrics=metrics, tags=[RunTag(tag.LOGGED, tag.LOGGED_COMPLETE)]
+    )
     client.set_terminated(run_id, status=status)
 
 
@@ -322,7 +315,7 @@ def uploaded_files(run_dir: Path) -> list[Path]:
 
 def _close_failed(client: Any, run_id: str) -> None:
     try:
-        client.set_terminated(run_id, status="FAILED")
+        client.set_terminated(run_id, status=FAILED)
     except Exception:  # the store that just failed may be gone: the error says what to do
         return
 
@@ -338,13 +331,13 @@ def log_run_once(cfg: TrackingConfig, record: RunRecord, saved: bool = False) ->
         [experiment_id], filter_string=f"tags.`{tag.RECORD_ID}` = '{record.record_id}'"
     )
     for run in earlier:
-        run_id, running = str(run.info.run_id), run.info.status == "RUNNING"
-        if run.data.tags.get(tag.LOGGED) == "complete":
+        run_id, running = str(run.info.run_id), run.info.status == RUNNING
+        if run.data.tags.get(tag.LOGGED) == tag.LOGGED_COMPLETE:
             if running:
                 client.set_terminated(run_id, status=record.status)
             return run_id
         if running:
-            client.set_terminated(run_id, status="FAILED")
+            client.set_terminated(run_id, status=FAILED)
     return log_run(cfg, record, saved)
 
 

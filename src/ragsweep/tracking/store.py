@@ -15,11 +15,14 @@ when..."):
   ``MLFLOW_HTTP_REQUEST_TIMEOUT`` and ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` for the process,
   and :func:`prepare_store` asks the server once, before any work.
 - **Any failure** becomes a :class:`TrackingStoreError` naming the URI and what to do.
+
+A process that first opens a store waits for the store's background logs still running and
+reports the failed ones (:func:`wait_for_pending`; the markers are
+:mod:`ragsweep.tracking.pending`).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import sys
@@ -28,17 +31,19 @@ from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import urlparse
 
 from ragsweep.config.schema import TrackingConfig
+from ragsweep.core import locks
 from ragsweep.core import tags as tag
 from ragsweep.core.errors import ConfigError, RagsweepError
+from ragsweep.tracking import pending
+from ragsweep.tracking.pending import Failed
 
 LOCK_WAIT_SECONDS = 600.0
 """How long a process waits for another one to finish creating or migrating a local store
 (creating a new SQLite store takes about 5 s on a 2-core machine)."""
-POLL_SECONDS = 0.05
 SQLITE_TIMEOUT_SECONDS = 30.0
 """How long ragsweep's own SQLite reads wait for a write lock held by another process."""
 BACKOFF_FACTOR = 1
@@ -302,27 +307,73 @@ def exclusive_lock(path: Path | None, wait_seconds: float = LOCK_WAIT_SECONDS) -
     except OSError as exc:
         raise TrackingStoreError(f"cannot create the lock file {path}: {exc}") from None
     with handle:
-        _acquire(handle, path, wait_seconds)
+        try:
+            locks.acquire(handle, wait_seconds=wait_seconds)
+        except locks.LockTimeout:
+            raise TrackingStoreError(
+                f"waited {wait_seconds:.0f} s for the lock {path}, held by another "
+                "ragsweep process that is creating or migrating the store (the lock ends "
+                f"with its process; `fuser -v {path}` shows which one)"
+            ) from None
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            locks.release(handle)
 
 
-def _acquire(handle: Any, path: Path, wait_seconds: float) -> None:
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise TrackingStoreError(
-                    f"waited {wait_seconds:.0f} s for the lock {path}, held by another "
-                    "ragsweep process that is creating or migrating the store (the lock ends "
-                    f"with its process; `fuser -v {path}` shows which one)"
-                ) from None
-            time.sleep(POLL_SECONDS)
+# --- background logs of the store ---------------------------------------------------------
+
+
+def pending_dir(uri: str) -> Path | None:
+    """Where the pending markers of store ``uri`` live (a SQLite store only):
+    ``<db>.pending/`` beside the database file."""
+    path = sqlite_path(uri)
+    return None if path is None else path.with_name(f"{path.name}.pending")
+
+
+_WAITED: set[str] = set()
+"""Stores this process has waited for (once per process: later logs are its own)."""
+
+
+def skip_waiting(uri: str) -> None:
+    """Never wait in this process for ``uri``'s pending logs (a logger: two of them waiting
+    for each other would wait forever)."""
+    _WAITED.add(uri)
+
+
+def wait_for_pending(
+    uri: str, stream: TextIO | None = None, wait_seconds: float = LOCK_WAIT_SECONDS
+) -> list[Failed]:
+    """Wait until no background log to ``uri`` is running (the first time this process
+    asks), saying so on ``stream`` (stderr); report each failed one there and return them."""
+    if uri in _WAITED:
+        return []
+    _WAITED.add(uri)
+    folder = pending_dir(uri)
+    if folder is None or not folder.is_dir():
+        return []
+    try:
+        pending.wait_running(folder, wait_seconds, stream)
+    except locks.LockTimeout as exc:
+        raise TrackingStoreError(str(exc)) from None
+    return pending.report_failed(folder, stream)
+
+
+def report_failed(uri: str, stream: TextIO | None = None) -> list[Failed]:
+    """Report on ``stream`` (stderr) every background log to ``uri`` that ended without
+    logging its run (those still running are not waited for); return them."""
+    folder = pending_dir(uri)
+    if folder is None or not folder.is_dir():
+        return []
+    return pending.report_failed(folder, stream)
+
+
+def forget_pending(uri: str, record_id: str) -> None:
+    """Remove what a background log of ``record_id`` to ``uri`` left
+    (:func:`ragsweep.tracking.pending.forget`)."""
+    folder = pending_dir(uri)
+    if folder is not None:
+        pending.forget(folder, record_id)
 
 
 # --- opening and checking ----------------------------------------------------------------
@@ -370,20 +421,11 @@ def open_client(uri: str, cfg: TrackingConfig | None = None) -> Any:
     kind = kind_of(uri)
     if _ready(uri) is not None:
         return _client(uri, cfg)
-    _wait_for_background_logs(uri)
+    wait_for_pending(uri)  # not under the store lock: a logger needs it to open the store
     with exclusive_lock(lock_file(uri, "store")):
         client = _open_locked(uri, kind, cfg)
     _mark_ready(uri, kind)
     return client
-
-
-def _wait_for_background_logs(uri: str) -> None:
-    """Before this process first opens the store: wait for its background logs and report
-    failed ones (:func:`ragsweep.tracking.background.wait_for_pending`). Not under the store
-    lock, which a background logger needs to open the store itself."""
-    from ragsweep.tracking.background import wait_for_pending
-
-    wait_for_pending(uri)
 
 
 def _client(uri: str, cfg: TrackingConfig | None) -> Any:
@@ -421,7 +463,7 @@ def prepare_store(cfg: TrackingConfig) -> str:
         return ready.experiment_ids[cfg.experiment]
     kind = kind_of(uri)
     if ready is None:
-        _wait_for_background_logs(uri)
+        wait_for_pending(uri)  # not under the store lock, as in open_client
     with exclusive_lock(None if ready else lock_file(uri, "store")):
         client = _client(uri, cfg) if ready else _open_locked(uri, kind, cfg)
         try:

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ragsweep.cache.stage import EmbeddingStore, StageCache
+from ragsweep.cache.embeddings import EmbeddingStore
+from ragsweep.cache.stage import StageCache
 from ragsweep.config.schema import EmbeddingConfig
 from ragsweep.core.errors import DriftError
 from ragsweep.core.hashing import sha256_json, source_digest

@@ -27,6 +27,7 @@ from typing import Any
 
 from ragsweep import __version__
 from ragsweep.cache.stage import StageCache
+from ragsweep.config.app import config_dir
 from ragsweep.config.schema import EmbeddingConfig, RetrievalConfig, from_mapping, read_yaml_mapping
 from ragsweep.core.errors import ConfigError
 from ragsweep.core.hashing import sha256_json, sha256_parts, source_digest
@@ -34,6 +35,7 @@ from ragsweep.index import fusion as fusion_module
 from ragsweep.index.base import BACKENDS, Backend, Index, IndexProvenance, Query, Ranked
 from ragsweep.index.encoding import ModelIdentity, options_for
 from ragsweep.index.fusion import FUSIONS, FusionParams, fuse
+from ragsweep.index.stages import cached_rankings, rankings_key
 
 ROLES = ("sparse", "dense")
 COMPONENT_RETRIEVAL = RetrievalConfig()
@@ -86,8 +88,6 @@ def component_config(options: HybridOptions, role: str) -> EmbeddingConfig:
 
 def named_component(name: str, role: str) -> dict[str, Any]:
     """The ``conf/embedding/<name>.yaml`` option as a component mapping."""
-    from ragsweep.config.app import config_dir
-
     folder = config_dir() / "embedding"
     known = sorted(p.stem for p in folder.glob("*.yaml") if p.stem != "hybrid")
     if name not in known:
@@ -172,8 +172,6 @@ class HybridIndex:
     def _component_rankings(
         self, role: str, queries: Sequence[Query], query_preprocess: Mapping[str, Any]
     ) -> list[Ranked]:
-        from ragsweep.index.stages import cached_rankings, rankings_key
-
         part, depth = self.components[role], self.options.depth
         key = rankings_key(part.key, queries, COMPONENT_RETRIEVAL, depth, part.backend)
         return cached_rankings(

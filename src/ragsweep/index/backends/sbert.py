@@ -1,5 +1,5 @@
 """The ``sentence_transformers`` backend: any bi-encoder sentence-transformers loads, from a
-folder, a ``pkg:`` folder or the local hub cache (:mod:`ragsweep.index.backends.st_models`),
+folder, a ``pkg:`` folder or the local hub cache (:mod:`ragsweep.index.st_models`),
 with query and document prompts (e5's ``query: ``, nomic's ``search_query: ``), exact cosine
 search over L2-normalized vectors.
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from ragsweep.config.schema import EmbeddingConfig, not_hashed, result_fields
 from ragsweep.core.errors import BackendError, ConfigError
-from ragsweep.index.backends import st_models
+from ragsweep.index import st_models
 from ragsweep.index.backends.dense import DenseBackend
 from ragsweep.index.base import BACKENDS
 from ragsweep.index.encoding import DenseEncoder, ModelIdentity, l2_normalize, options_for

