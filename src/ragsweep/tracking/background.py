@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ragsweep.config.schema import TrackingConfig
+from ragsweep.core.terminal import terminal_width, wrap
 from ragsweep.tracking import pending
 from ragsweep.tracking.log import LOG_FILE, RunRecord, save_record
 from ragsweep.tracking.logger import (
@@ -365,12 +366,11 @@ class SweepLogger:
             while not self._ended and self._waiting():
                 self._done.wait(timeout=1.0)
                 if time.monotonic() - said >= pending.PROGRESS_SECONDS:
-                    print(
+                    message = (
                         f"waiting for the sweep's MLflow logger: {self._waiting()} run(s) "
-                        f"still being logged (its output: {self.output})",
-                        file=out,
-                        flush=True,
+                        f"still being logged (its output: {self.output})"
                     )
+                    print("\n".join(wrap(message, terminal_width())), file=out, flush=True)
                     said = time.monotonic()
             requests, self._pending = self._pending, []
             answers = [self._answers.pop(r[KEY], None) for r in requests]

@@ -25,6 +25,7 @@ from typing import IO, Any, TextIO
 
 from ragsweep.core import locks
 from ragsweep.core.names import RECORD_FILE
+from ragsweep.core.terminal import terminal_width, wrap
 
 MARKER_SUFFIX = ".json"
 FAILED_SUFFIX = ".failed"
@@ -113,11 +114,8 @@ def wait_running(folder: Path, wait_seconds: float, stream: TextIO | None = None
                 f"to {folder.parent} ({names}); they are still running"
             )
         if waited - said >= PROGRESS_SECONDS:
-            print(
-                f"waiting for {len(running)} background MLflow log(s) to finish ({names})",
-                file=out,
-                flush=True,
-            )
+            message = f"waiting for {len(running)} background MLflow log(s) to finish ({names})"
+            print("\n".join(wrap(message, terminal_width())), file=out, flush=True)
             said = waited
         time.sleep(locks.POLL_SECONDS)
 
