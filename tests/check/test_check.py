@@ -92,7 +92,7 @@ def test_bad_overrides_are_all_reported_with_a_suggestion(project: Path) -> None
         "mode, size, overlap, heading_prefix); did you mean 'size'?",
         "command line: embeding.model=x: embeding.model is not a config key (keys of the "
         "config: paths, corpus, golden, preprocess, chunking, embedding, retrieval, eval, "
-        "tracking, cache, judge, rerank, sweep); did you mean 'embedding'?",
+        "tracking, cache, judge, rerank, sweep, verbose); did you mean 'embedding'?",
         "command line: eval.ks=[5, 1] must be strictly increasing",
     ]
 
@@ -118,8 +118,8 @@ def test_every_sweep_value_is_checked_on_the_baseline(project: Path) -> None:
     )
     assert messages(["sweep=bad"]) == [
         f"{sweep}:4: axis 1 (chunking.size) value 0: chunking.size=0 must be > 0",
-        f"{sweep}:5: axis 2 (preprocess) value nfkx: preprocess=nfkx: no option 'nfkx' in "
-        "config group preprocess (options: nfkc, nfkc_synonyms, none); did you mean 'nfkc'?",
+        f"{sweep}:5: axis 2 (preprocess): no option nfkx in config group preprocess "
+        "(options: nfkc, nfkc_synonyms, none); did you mean 'nfkc'?",
     ]
     assert messages(["sweep=chunkin"])[0].endswith(
         "(sweeps: bad, chunking, grid_small, retrieval); did you mean 'chunking'?"
@@ -181,3 +181,39 @@ def test_a_clean_check_prints_the_summary_and_writes_nothing(tmp_path: Path) -> 
     expected = len(chunk_corpus(corpus, ChunkingConfig(mode="heading", size=600, overlap=100)))
     assert heading.split()[-1] == f"{expected:,}"
     assert f"tracking  {tmp_path}/outputs/mlflow.db will be created (first run)" in out.stdout
+
+
+def test_the_sweepers_own_checks_each_problem_once_on_its_line(project: Path) -> None:
+    sweep = write(
+        project / "sweeps" / "multi.yaml",
+        "baseline:\n  chunking.overlap: 50\naxes:\n"
+        "  - chunking: [fixed, heading]\n"
+        "  - embedding: [bm25, hybrid]\n"
+        "objective: recall_at_2000c\n",
+    )
+    found = messages(["sweep=multi", "chunking.sizee=3"])
+    assert found[0].startswith("command line: chunking.sizee=3: chunking.sizee is not a config")
+    assert [m for m in found if "sizee" in m] == found[:1]  # the typo once, the command line's
+    # the chunking options set other sizes: refused as the sweeper refuses it, on its line;
+    # the retriever options differ only in their own keys: one factor, nothing reported
+    assert found[1:] == [
+        f"{sweep}:4: axis 1 (chunking) is not one factor: its values also differ in "
+        "chunking.size:\n    chunking.size = 800 for fixed; 1200 for heading\n"
+        "Hold chunking.size in the baseline (sweep them as axes of their own), or keep the "
+        "values as they are with the long form {values: {key: [values]}, allow_multi_factor: "
+        "true} (docs/sweeps.md)"
+    ]
+    write(
+        project / "sweeps" / "typo.yaml",
+        "axes:\n  - chunking.size: [400]\ndecision: best\nobjetive: mrr\n",
+    )
+    assert messages(["sweep=typo"])[0].startswith(
+        f"{project / 'sweeps' / 'typo.yaml'}:4: sweep.objetive"
+    )
+
+
+def test_inits_sweep_file_passes_check(tmp_path: Path) -> None:
+    assert ragsweep("init", "proj", cwd=tmp_path).returncode == 0
+    out = ragsweep("check", "sweep=project", "tracking=off", cwd=tmp_path / "proj")
+    assert out.returncode == 0, out.stderr
+    assert "objective recall_at_2000c" in " ".join(out.stdout.split())

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import yaml
 
-from ragsweep.cli.init import EXAMPLE_DOCS, golden_template
-from tests.cli.test_project import ragsweep, write
+from ragsweep.cli.init import EXAMPLE_DOCS, EXAMPLE_RETRIEVER_FILE, golden_template
+from tests.cli.test_project import ragsweep, run_reports, write
 
 STARTER = [
     "README.md",
     "conf/corpus/project.yaml",
     "conf/golden/project.yaml",
+    "conf/project/default.yaml",
     "docs/example.md",
     "docs/faq.md",
     "golden.jsonl",
@@ -43,19 +44,21 @@ def test_init_writes_a_project_that_checks_and_runs(tmp_path: Path) -> None:
     assert files_under(project) == STARTER
     corpus = yaml.safe_load((project / "conf/corpus/project.yaml").read_text(encoding="utf-8"))
     assert corpus["path"] == "${paths.root_dir}/docs"
-    checked = ragsweep(
-        "check", "corpus=project", "golden=project", "sweep=project", cwd=project,
-        MLFLOW_TRACKING_URI="",
-    )  # fmt: skip
+    assert "next: cd " + str(project) in out.stdout
+    assert "corpus=" not in out.stdout and "golden=" not in out.stdout
+    assert "corpus=" not in (project / "README.md").read_text(encoding="utf-8")
+    checked = ragsweep("check", cwd=project, MLFLOW_TRACKING_URI="", COLUMNS="300")
     assert checked.returncode == 0, checked.stderr
-    assert f"corpus    2 documents, {sum(map(len, EXAMPLE_DOCS.values()))} characters" in (
-        checked.stdout
-    )
-    assert "golden    6 cases" in checked.stdout
-    run = ragsweep("corpus=project", "golden=project", "tracking=off", cwd=project)
+    size = sum(map(len, EXAMPLE_DOCS.values()))
+    assert f"corpus    2 documents, {size} characters  {project / 'docs'}" in checked.stdout
+    assert f"golden    6 cases  {project / 'golden.jsonl'}" in checked.stdout
+    run = ragsweep("tracking=off", cwd=project, COLUMNS="300")  # no corpus=/golden=
     assert run.returncode == 0, run.stderr
-    (report,) = (project / "outputs" / "runs").glob("*/*/report.md")
-    assert "recall_at_5" in report.read_text(encoding="utf-8")
+    assert f"corpus  {project / 'docs'}" in run.stderr  # the run summary names both
+    assert f"golden  {project / 'golden.jsonl'}" in run.stderr
+    (report,) = run_reports(project / "outputs" / "runs")
+    assert f"- **corpus**: {project / 'docs'}" in report
+    assert "| recall_at_5 | 1.0000 |" in report
 
 
 def test_init_refuses_to_overwrite_and_writes_nothing(tmp_path: Path) -> None:
@@ -83,6 +86,7 @@ def test_init_points_at_an_existing_corpus_and_golden_set(tmp_path: Path) -> Non
         "README.md",
         "conf/corpus/hb.yaml",
         "conf/golden/hb.yaml",
+        "conf/project/default.yaml",
         "golden.template.jsonl",
         "sweeps/hb.yaml",
     ]
@@ -98,3 +102,29 @@ def test_init_refuses_a_name_ragsweep_ships(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "ragsweep ships a corpus and a golden option of that name" in out.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_example_retriever_runs_with_the_command_init_prints(tmp_path: Path) -> None:
+    out = ragsweep("init", "--example", "retriever", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert f"wrote {tmp_path / EXAMPLE_RETRIEVER_FILE}" in out.stdout
+    (command,) = [line.split() for line in out.stdout.splitlines() if "_target_=" in line]
+    assert command[:2] == ["ragsweep", "embedding=custom"]
+    run = ragsweep(*command[1:], "tracking=off", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    (report,) = run_reports(tmp_path / "outputs" / "runs")
+    assert "- **model**: custom:retrievers.example.TfidfRetriever v1" in report
+    assert f"- **golden**: {tmp_path / 'golden.jsonl'}" in report
+    assert "| hit_at_5 | 1.0000 |" in report  # it finds the example answers
+
+
+def test_the_example_retriever_is_added_to_an_existing_project(tmp_path: Path) -> None:
+    assert ragsweep("init", cwd=tmp_path).returncode == 0
+    before = files_under(tmp_path)
+    out = ragsweep("init", "--example", "retriever", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert files_under(tmp_path) == sorted([*before, EXAMPLE_RETRIEVER_FILE.as_posix()])
+    assert out.stdout.splitlines()[0] == f"wrote {tmp_path / EXAMPLE_RETRIEVER_FILE}"
+    again = ragsweep("init", "--example", "retriever", cwd=tmp_path)
+    assert again.returncode == 2
+    assert str(tmp_path / EXAMPLE_RETRIEVER_FILE) in again.stderr

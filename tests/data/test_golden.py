@@ -556,6 +556,29 @@ def test_quote_not_found_names_case_doc_and_quote(tmp_path: Path, corpus: Corpus
     assert "evidence[0] ('support/p1.md'): quote 'Refunds within 30 days' not found" in message
 
 
+def test_every_quote_not_found_is_listed_with_its_closest_passage(
+    tmp_path: Path, corpus: Corpus
+) -> None:
+    bad = [
+        case(id="a", evidence=[{"doc": "support/p1.md", "quote": "Uptime is 99.5% per month"}]),
+        case(id="ok", evidence=[{"doc": "support/p1.md", "quote": "maintenance is *excluded*"}]),
+        case(id="b", evidence=[{"doc": "support/vpn.md", "quote": "The VPN client reboots"}]),
+    ]
+    path = tmp_path / "golden.jsonl"
+    lines = load_error(tmp_path, corpus, *bad).splitlines()
+    assert lines[0] == f"{path}: 2 problems; fix them and run again:"
+    assert lines[1] == (
+        f"  {path}:1: case 'a': evidence[0] ('support/p1.md'): quote 'Uptime is 99.5% per month' "
+        "not found (exact, ignoring whitespace and NFKC, or folded: "
+        "docs/formats.md#how-quotes-are-matched); closest passage (line 3, 96% similar): "
+        "'Uptime is 99.9% per month'; first difference at quote character 14: "
+        "'5' (U+0035 DIGIT FIVE), the document has '9' (U+0039 DIGIT NINE)"
+    )
+    assert lines[2].startswith(f"  {path}:3: case 'b': evidence[0] ('support/vpn.md'): ")
+    assert "closest passage (line 4, " in lines[2]
+    assert "'The VPN client restarts'" in lines[2]
+
+
 def test_ambiguous_quote_in_the_loader_suggests_occurrence(tmp_path: Path, corpus: Corpus) -> None:
     evidence = [{"doc": "support/p1.md", "quote": "uptime"}]
     message = load_error(tmp_path, corpus, case(evidence=evidence))

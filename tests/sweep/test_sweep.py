@@ -303,7 +303,7 @@ def test_sweep_stops_when_every_value_of_an_axis_fails(tmp_path: Path, capsys) -
         (
             "  - preprocess: [none]\n",
             ["chunking.overlap=900"],
-            "the baseline config is invalid: chunking.overlap=900 must satisfy",
+            "command line: chunking.overlap=900 must satisfy",
         ),
         (
             "  - chunking.size: [400]\n",

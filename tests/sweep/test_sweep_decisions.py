@@ -17,7 +17,7 @@ from ragsweep.core import tags as tag
 from ragsweep.release.compare import compare_runs
 from ragsweep.release.store import RunStore
 from ragsweep.sweep.paired import PairedDifference, Unpaired
-from tests.sweep.test_sweep import FakeTask, multirun, real_task, store, write_sweep
+from tests.sweep.test_sweep import FakeTask, multirun, real_task, store, unwrapped, write_sweep
 
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 
@@ -31,7 +31,8 @@ REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
             "  - chunking: [fixed, paragraph, heading]\n",
             "",
             [
-                "axis 1 (chunking) is not one factor: its values also differ in chunking.mode, "
+                # chunking.mode is what the options are; size and overlap are axes of their own
+                "axis 1 (chunking) is not one factor: its values also differ in "
                 "chunking.overlap, chunking.size:",
                 "chunking.overlap = 100 for fixed, heading; 0 for paragraph",
                 "chunking.size = 800 for fixed, paragraph; 1200 for heading",
@@ -60,6 +61,8 @@ def test_a_multi_factor_axis_is_refused_before_any_job(
     for line in listed:
         assert line in err
     assert "allow_multi_factor: true" in err  # the way out is named
+    assert "in the baseline" in err  # and the fix
+    assert len(err.strip().splitlines()) <= 8
     assert task.calls == []
     client = MlflowClient(f"sqlite:///{tracking_db}")
     experiments = [e.experiment_id for e in client.search_experiments()]
@@ -78,10 +81,7 @@ def test_allow_multi_factor_runs_and_records_the_other_factors(
         "  - preprocess: [none, nfkc_synonyms]\n",
     )
     result = multirun(task, tmp_path, "s1", f"sweep={sweep}")
-    expected = {
-        "chunking.mode": {"fixed": "fixed", "heading": "heading"},
-        "chunking.size": {"fixed": "800", "heading": "1200"},
-    }
+    expected = {"chunking.size": {"fixed": "800", "heading": "1200"}}
     assert result.axes[0].other_factors == expected
     assert result.axes[1].other_factors == {}  # preprocess options differ in steps only
     assert len(task.calls) == 3
@@ -98,9 +98,7 @@ def test_allow_multi_factor_runs_and_records_the_other_factors(
 
     client, experiment = store(tmp_path)
     (parent,) = [r for r in client.search_runs(experiment) if tag.SWEEP_DIGEST in r.data.tags]
-    assert parent.data.tags[tag.SWEEP_MULTI_FACTOR] == (
-        "axis 1 (chunking): chunking.mode, chunking.size"
-    )
+    assert parent.data.tags[tag.SWEEP_MULTI_FACTOR] == ("axis 1 (chunking): chunking.size")
     assert parent.data.params["sweep.axis.1"] == "chunking=[fixed, heading] (allow_multi_factor)"
 
 
@@ -143,6 +141,41 @@ def test_the_demo_sweep_varies_one_factor_per_axis(tmp_path: Path) -> None:
     assert all(a.other_factors == {} for a in result.axes)
     sizes = {(mode, size, overlap) for mode, _, size, overlap in task.calls[:3]}
     assert sizes == {("fixed", 800, 100), ("paragraph", 800, 100), ("heading", 800, 100)}
+
+
+class PrefersHybrid(FakeTask):
+    """The fake objective, plus 0.1 for a hybrid retriever and alpha/10."""
+
+    def __call__(self, cfg: DictConfig) -> float:
+        options = cfg.embedding.options
+        bonus = 0.1 + options.alpha / 10 if cfg.embedding.backend == "hybrid" else 0.0
+        return super().__call__(cfg) + bonus
+
+
+RETRIEVER_SWEEP = "axes:\n  - embedding: [bm25, hybrid]\n  - embedding.options.alpha: [0.3, 0.7]\n"
+
+
+@pytest.mark.parametrize(("task", "chosen"), [(PrefersHybrid(), "hybrid"), (FakeTask(), "bm25")])
+def test_a_retriever_axis_is_one_factor_and_an_earlier_choice_brings_its_keys(
+    tmp_path: Path, capsys, task: FakeTask, chosen: str
+) -> None:
+    # The options differ in keys only each has (k1 for bm25, alpha for hybrid): one factor.
+    # embedding.options.alpha exists only once hybrid is chosen: composed on the configuration
+    # chosen so far, and skipped with a note when that configuration lacks it.
+    sweep = write_sweep(tmp_path, RETRIEVER_SWEEP)
+    result = multirun(task, tmp_path, "s1", f"sweep={sweep}", "tracking.enabled=false")
+    assert result.axes[0].other_factors == {}
+    assert result.axes[0].best.point.label == chosen
+    out = unwrapped(capsys.readouterr().out)
+    if chosen == "hybrid":
+        assert [a.best.point.label for a in result.axes] == ["hybrid", "0.7"]
+        assert "skipped" not in out
+    else:
+        assert len(result.axes) == 1
+        assert (
+            "axis 2/2 embedding.options.alpha: skipped: the configuration chosen so far has "
+            "no embedding.options.alpha" in out
+        )
 
 
 # -- decisions without per-case values ----------------------------------------------------------

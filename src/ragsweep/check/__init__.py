@@ -3,12 +3,12 @@ running anything (docs/install.md).
 
 Checked, in one pass, every problem reported: the composed config (every override, every
 config group, the registry names a run resolves), the corpus, the golden set (every line),
-the eval split, the sweep file named by ``sweep=NAME`` (every axis value composed on the
-baseline) and the tracking store's reachability (a probe bounded by
-:data:`ragsweep.check.store.TIMEOUT_S`). Exit status 2 with the list of problems, else 0
-with a one-screen summary: documents, chunks per configuration (the run's, and each sweep
-value's on the baseline: counted by chunking in memory; nothing is indexed or written),
-cases per split and type.
+the eval split, the sweep file named by ``sweep=NAME`` (the sweeper's own checks before it
+launches: every axis value composed, the one-factor check, objective and direction) and
+the tracking store's reachability (a probe bounded by :data:`ragsweep.check.store.TIMEOUT_S`).
+Exit status 2 with the list of problems, else 0 with a one-screen summary: documents,
+chunks per configuration (the run's, and each sweep value's: counted by chunking in memory;
+nothing is indexed or written), cases per split and type.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.check.compose import Composer, composer
 from ragsweep.check.config import ConfigCheck, check_config
@@ -63,7 +63,7 @@ def run_checks(overrides: Sequence[str]) -> Findings:
         _check_data(config, found)
         _check_store(config, found)
         sweeps_dir = OmegaConf.select(cfg, "hydra.sweeper.sweeps_dir", default=None)
-        _check_sweep(c, config, overrides, Path(sweeps_dir or project_sweeps_dir()), found)
+        _check_sweep(c, config, cfg, Path(sweeps_dir or project_sweeps_dir()), found)
     return found
 
 
@@ -108,13 +108,14 @@ def _check_store(config: ConfigCheck, found: Findings) -> None:
 
 
 def _check_sweep(
-    c: Composer, config: ConfigCheck, overrides: Sequence[str], sweeps_dir: Path, found: Findings
+    c: Composer, config: ConfigCheck, cfg: DictConfig, sweeps_dir: Path, found: Findings
 ) -> None:
-    """The sweep file named by ``sweep=NAME``, looked up as the sweeper would."""
+    """The sweep file named by ``sweep=NAME``, looked up and checked as the sweeper would,
+    on the config of the command line's valid overrides (a bad one is reported once)."""
     name = (config.data or {}).get("sweep")
     if not name:
         return
-    checked = check_sweep(c, str(name), overrides, sweeps_dir)
+    checked = check_sweep(c, cfg, str(name), sweeps_dir)
     found.problems += checked.problems
     found.facts.sweep = checked
 

@@ -1,38 +1,31 @@
-"""A sweep file for ``ragsweep check``: the file itself, then every value of every axis
-composed on top of the sweep's baseline and validated as the sweeper would, all problems
-reported (file:line of the axis)."""
+"""A sweep file for ``ragsweep check``: the file itself, then the sweeper's own pre-launch
+validation (:func:`ragsweep.sweep.checks.preflight`: the baseline, every axis key and group
+option, every value composed as the launcher will compose it, the one-factor check), every
+problem reported once, blamed on the file and line it is in or on the command line. A value
+whose config does not validate, which the sweeper would show as invalid, is a problem too."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig
 
-from ragsweep.check.compose import COMPOSE_ERRORS, Composer, override_key, task_config
-from ragsweep.check.problems import Problem, first_line, located
+from ragsweep.check.compose import COMMAND_LINE, Composer
+from ragsweep.check.problems import Problem
 from ragsweep.config.app import sweep_dirs
-from ragsweep.config.schema import ChunkingConfig
-from ragsweep.core.errors import RagsweepError
-from ragsweep.run.config import resolve
+from ragsweep.config.schema import ChunkingConfig, from_mapping
+from ragsweep.core.errors import ConfigError
 from ragsweep.run.describe import CHUNKING, chunking_fields
-from ragsweep.sweep.spec import (
-    Axis,
-    Point,
-    SweepFileError,
-    SweepSpec,
-    load_sweep,
-    resolve_sweep_path,
-)
-
-EVAL_OBJECTIVE = "eval.objective"
+from ragsweep.sweep.checks import Preflight, SweepProblem, axis_where, preflight
+from ragsweep.sweep.compose import Composer as SweepComposer
+from ragsweep.sweep.spec import SweepFileError, SweepSpec, load_sweep, resolve_sweep_path
 
 
 @dataclass(frozen=True)
 class SweepCheck:
     """A checked sweep: its spec (None if the file is invalid), the chunking of each
-    valid value on the baseline (label → config) and the problems found."""
+    valid value (label → config) and the problems found."""
 
     spec: SweepSpec | None
     chunkings: tuple[tuple[str, ChunkingConfig], ...] = ()
@@ -40,63 +33,52 @@ class SweepCheck:
     values: int = 0
 
 
-def job_lines(spec: SweepSpec, overrides: Sequence[str]) -> dict[str, str]:
-    """The baseline of the sweep file, then the command line (which wins), by key."""
-    lines = {key: f"{key}={text}" for key, text in spec.baseline}
-    lines.update({override_key(line): line for line in overrides})
-    lines[EVAL_OBJECTIVE] = f"{EVAL_OBJECTIVE}={spec.objective}"
-    return lines
-
-
-def check_sweep(
-    composer: Composer, name: str, overrides: Sequence[str], sweeps_dir: Path
-) -> SweepCheck:
-    """Load the sweep ``name`` and validate every axis value on its baseline."""
+def check_sweep(composer: Composer, cfg: DictConfig, name: str, sweeps_dir: Path) -> SweepCheck:
+    """Load the sweep ``name`` and run the sweeper's checks on ``cfg``, the config the
+    command line composes (``hydra`` node included: its task overrides are the sweep's)."""
     try:
         spec = load_sweep(resolve_sweep_path(name, sweep_dirs(sweeps_dir)))
     except SweepFileError as exc:
         return SweepCheck(None, problems=(Problem("", str(exc)),))
-    lines = job_lines(spec, overrides)
+    arguments = [str(line) for line in cfg.hydra.overrides.task]
     try:
-        baseline = composer.compose(list(lines.values()))
-    except COMPOSE_ERRORS as exc:
-        problem = Problem(str(spec.path), f"the baseline config is invalid: {first_line(exc)}")
-        return SweepCheck(spec, problems=(problem,))
-    chunkings: dict[ChunkingConfig, None] = {}  # distinct, in axis order
-    problems: list[Problem] = []
-    values = 0
-    for number, axis in enumerate(spec.axes, start=1):
-        for point in axis.points():
-            values += 1
-            outcome = _point(composer, baseline, lines, point)
-            if isinstance(outcome, str):
-                where = located(spec.path, axis.keys[0])
-                problems.append(Problem(where, f"{_label(number, axis, point)}: {outcome}"))
-            else:
-                chunkings.setdefault(outcome)
-    labelled = tuple((chunking_label(c), c) for c in chunkings)
-    return SweepCheck(spec, labelled, tuple(problems), values)
+        sweep_composer = SweepComposer(composer.loader, cfg, spec, arguments)
+    except ConfigError as exc:
+        return SweepCheck(spec, problems=(Problem(COMMAND_LINE, str(exc)),))
+    checked = preflight(sweep_composer)
+    found = sorted([*checked.problems, *_invalid_values(spec, checked)], key=lambda p: p.axis)
+    problems = [Problem(p.where, p.message) for p in found]
+    return SweepCheck(
+        spec,
+        tuple((chunking_label(c), c) for c in _chunkings(checked)),
+        tuple(problems),
+        sum(len(values) for values in checked.values.values()),
+    )
 
 
-def _label(number: int, axis: Axis, point: Point) -> str:
-    return f"axis {number} ({axis.label}) value {point.label}"
+def _invalid_values(spec: SweepSpec, checked: Preflight) -> list[SweepProblem]:
+    """A problem per axis value whose job config does not validate."""
+    problems = []
+    for number, values in checked.values.items():
+        axis = spec.axes[number - 1]
+        for point, composed in values:
+            if composed.error is not None:
+                label = f"axis {number} ({axis.label}) value {point.label}"
+                where = axis_where(spec, number, axis)
+                problems.append(SweepProblem(where, f"{label}: {composed.error}", number))
+    return problems
 
 
-def _point(
-    composer: Composer, baseline: DictConfig, lines: dict[str, str], point: Point
-) -> ChunkingConfig | str:
-    """The chunking of ``point`` on the baseline, or why its job config is invalid."""
-    for line in point.lines.values():
-        problem = composer.override_problem(baseline, line)
-        if problem is not None:
-            return problem.message
-    try:
-        cfg = composer.compose(list({**lines, **point.lines}.values()))
-        return resolve(task_config(cfg)).cfg.chunking
-    except COMPOSE_ERRORS as exc:
-        return first_line(exc)
-    except RagsweepError as exc:
-        return str(exc)
+def _chunkings(checked: Preflight) -> list[ChunkingConfig]:
+    """The distinct chunkings of the valid axis values, in axis order."""
+    found: dict[ChunkingConfig, None] = {}
+    for values in checked.values.values():
+        for _, composed in values:
+            if composed.resolved is not None:
+                found.setdefault(
+                    from_mapping(ChunkingConfig, composed.resolved["chunking"], "chunking")
+                )
+    return list(found)
 
 
 def chunking_label(cfg: ChunkingConfig) -> str:

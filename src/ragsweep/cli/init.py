@@ -1,8 +1,12 @@
 """``ragsweep init [DIR]``: write a starter project for your own documents (docs/install.md).
 
-The project gets config overrides for its corpus and golden set (``conf/corpus/NAME.yaml``,
-``conf/golden/NAME.yaml``), a sweep file (``sweeps/NAME.yaml``), a golden-set template with
-one example of each evidence form and a README of next steps. When the corpus folder does
+The project gets config options for its corpus and golden set (``conf/corpus/NAME.yaml``,
+``conf/golden/NAME.yaml``), its defaults (``conf/project/default.yaml``: those two are the
+corpus and golden set of every command run in the project folder), a sweep file
+(``sweeps/NAME.yaml``), a golden-set template with one example of each evidence form and a
+README of next steps; ``--example retriever`` adds an example retriever class
+(``retrievers/example.py``), and in a project that has its defaults file already, writes
+only that. When the corpus folder does
 not exist yet, two example documents are written into it so that the template's examples
 resolve and ``ragsweep check`` passes at once; when the golden file exists already, the
 template goes to ``golden.template.jsonl`` beside it. Nothing is ever overwritten: if any
@@ -17,10 +21,16 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ragsweep.config.app import config_dir
+from ragsweep.config.app import (
+    PROJECT_GROUP,
+    PROJECT_OPTION,
+    config_dir,
+    project_defaults_file,
+)
 from ragsweep.core.names import HOLDOUT, TUNING
 
 DEFAULT_NAME = "project"
@@ -28,6 +38,14 @@ DEFAULT_CORPUS = "docs"
 DEFAULT_GOLDEN = "golden.jsonl"
 TEMPLATE_BESIDE = "golden.template.jsonl"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+RETRIEVER_EXAMPLE = "retriever"
+EXAMPLE_RETRIEVER_FILE = Path("retrievers/example.py")
+EXAMPLE_RETRIEVER_SOURCE = "example_retriever.py"  # in this package, copied as it is
+EXAMPLE_RETRIEVER_TARGET = "retrievers.example.TfidfRetriever"
+EXAMPLE_RETRIEVER_COMMAND = (
+    f"ragsweep embedding=custom embedding.options._target_={EXAMPLE_RETRIEVER_TARGET}"
+)
 
 EXAMPLE_MD = """\
 # Example handbook
@@ -166,8 +184,9 @@ def _config_path(project: Path, given: str | None, default: str) -> tuple[str, P
 def _corpus_yaml(name: str, value: str) -> str:
     return (
         "# Your documents (docs/formats.md): a folder of .md/.markdown/.txt files, or a JSONL\n"
-        f"# file. Use it with `ragsweep corpus={name}`. ${{paths.root_dir}} is the folder\n"
-        "# ragsweep runs from (or $RAGSWEEP_ROOT).\n"
+        "# file. The default corpus in this folder (conf/project/default.yaml); elsewhere\n"
+        f"# `ragsweep corpus={name}`. ${{paths.root_dir}} is the folder ragsweep runs from\n"
+        "# (or $RAGSWEEP_ROOT).\n"
         f"name: {name}\npath: {value}\nextensions: [.md, .markdown, .txt]\n"
     )
 
@@ -175,9 +194,23 @@ def _corpus_yaml(name: str, value: str) -> str:
 def _golden_yaml(name: str, value: str) -> str:
     return (
         "# Your golden set (docs/formats.md): one JSON case per line, evidence as quotes or\n"
-        f"# offsets. Use it with `ragsweep golden={name}`. Cases without a split get one from\n"
-        "# a hash of their id; holdout_fraction of them go to the holdout split.\n"
+        "# offsets. The default golden set in this folder (conf/project/default.yaml). Cases\n"
+        "# without a split get one from a hash of their id; holdout_fraction of them go to\n"
+        "# the holdout split.\n"
         f"path: {value}\nholdout_fraction: 0.3333333333333333\n"
+    )
+
+
+def project_yaml(name: str) -> str:
+    """``conf/project/default.yaml``: the project's corpus and golden set as the defaults
+    of every command run in the project (an optional entry of ragsweep's defaults list)."""
+    return (
+        "# @package _global_\n"
+        "# This project's defaults: every ragsweep command run in this folder uses its corpus\n"
+        "# and golden set (a command-line corpus=/golden= still wins). Without this file,\n"
+        "# ragsweep uses its bundled demo data. More `override /GROUP: OPTION` lines may\n"
+        "# follow (e.g. `- override /chunking: heading`).\n"
+        f"defaults:\n  - override /corpus: {name}\n  - override /golden: {name}\n"
     )
 
 
@@ -187,26 +220,29 @@ def _sweep_yaml(name: str) -> str:
 description: Chunking and normalization for BM25 on the {name} corpus.
 
 # Overrides every job starts from; the command line can add more.
+# (The corpus and golden set are the project's defaults: conf/project/default.yaml.)
 baseline:
-  corpus: {name}
-  golden: {name}
   embedding: bm25
 
-# In order; each axis keeps the best value so far.
+# In order; each axis keeps the best value so far. The split mode is swept with size and
+# overlap held (the chunking options also set other sizes: more than one factor).
 axes:
-  - chunking: [fixed, paragraph, heading]
+  - chunking.mode: [fixed, paragraph, heading]
   - preprocess: [none, nfkc]
   - chunking.size: [400, 800, 1200]
   - chunking.overlap: [0, 100, 200]
 
-objective: recall_at_5
+# A context budget, not a fixed k: chunk size changes how much text k chunks hold
+# (docs/metrics.md).
+objective: recall_at_2000c
 # Keep the current value unless another one beats it by more than this (absolute).
 min_improvement: 0.01
 """
 
 
-def _readme(name: str, corpus: Path, golden: Path, template: Path, examples: bool) -> str:
-    overrides = f"corpus={name} golden={name}"
+def _readme(
+    name: str, corpus: Path, golden: Path, template: Path, examples: bool, retriever: bool
+) -> str:
     questions = (
         f"Replace the example cases in `{golden.name}` with your questions"
         if template == golden
@@ -219,17 +255,26 @@ def _readme(name: str, corpus: Path, golden: Path, template: Path, examples: boo
         if examples
         else ""
     )
+    example = (
+        f"- `{EXAMPLE_RETRIEVER_FILE}`: an example retriever class of your own; run it with\n"
+        f"  `{EXAMPLE_RETRIEVER_COMMAND}`.\n"
+        if retriever
+        else ""
+    )
     return f"""\
 # {name}: retrieval evaluation with ragsweep
 
-Written by `ragsweep init`. Run every command from this folder: outputs (runs, MLflow
-store, caches) go to `outputs/` here.
+Written by `ragsweep init`. Run every command from this folder: it uses your corpus and
+golden set by default, its Python files can be named by `_target_`, and outputs (runs,
+MLflow store, caches) go to `outputs/` here.
 
 - `conf/corpus/{name}.yaml`: where your documents are ({corpus}).
 - `conf/golden/{name}.yaml`: where your golden set is ({golden}).
+- `conf/{PROJECT_GROUP}/{PROJECT_OPTION}.yaml`: makes those two the defaults here (without
+  it, ragsweep uses its bundled demo data).
 - `sweeps/{name}.yaml`: a one-axis sweep over chunking and preprocessing.
 - `{template.name}`: golden-set template, one example per evidence form.
-{docs}
+{docs}{example}
 ## Next steps
 
 1. Put your documents in `{corpus}` (or edit `conf/corpus/{name}.yaml`).
@@ -238,11 +283,11 @@ store, caches) go to `outputs/` here.
    docs/formats.md).
 3. Check everything without running anything:
 
-       ragsweep check {overrides} sweep={name}
+       ragsweep check sweep={name}
 
 4. Evaluate one configuration, then sweep:
 
-       ragsweep {overrides}
+       ragsweep
        ragsweep -m sweep={name}
 
 5. Compare the runs: `mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db`.
@@ -250,12 +295,22 @@ store, caches) go to `outputs/` here.
 A file under `conf/` adds an option to ragsweep's defaults or replaces the one with the
 same group and name (e.g. `conf/eval/default.yaml`). This prints the composed config:
 
-    ragsweep --cfg job {overrides}
+    ragsweep --cfg job
 """
 
 
+def example_retriever() -> StarterFile:
+    """The example retriever class (``--example retriever``)."""
+    source = resources.files(__package__ or "ragsweep.cli") / EXAMPLE_RETRIEVER_SOURCE
+    return StarterFile(EXAMPLE_RETRIEVER_FILE, source.read_text(encoding="utf-8"))
+
+
 def plan(
-    project: Path, name: str, corpus: str | None = None, golden: str | None = None
+    project: Path,
+    name: str,
+    corpus: str | None = None,
+    golden: str | None = None,
+    retriever: bool = False,
 ) -> list[StarterFile]:
     """The files ``ragsweep init`` writes into ``project`` (absolute), relative to it."""
     corpus_value, corpus_path = _config_path(project, corpus, DEFAULT_CORPUS)
@@ -265,9 +320,14 @@ def plan(
     files = [
         StarterFile(Path("conf/corpus") / f"{name}.yaml", _corpus_yaml(name, corpus_value)),
         StarterFile(Path("conf/golden") / f"{name}.yaml", _golden_yaml(name, golden_value)),
+        StarterFile(project_defaults_file(Path()), project_yaml(name)),
         StarterFile(Path("sweeps") / f"{name}.yaml", _sweep_yaml(name)),
-        StarterFile(Path("README.md"), _readme(name, corpus_path, golden_path, template, examples)),
+        StarterFile(
+            Path("README.md"),
+            _readme(name, corpus_path, golden_path, template, examples, retriever),
+        ),
         StarterFile(_relative(template, project), _jsonl(golden_template())),
+        *([example_retriever()] if retriever else []),
     ]
     if examples:
         files += [
@@ -325,7 +385,26 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"your documents: a folder or a .jsonl file (default: DIR/{DEFAULT_CORPUS})",
     )
     parser.add_argument("--golden", help=f"your golden set (default: DIR/{DEFAULT_GOLDEN})")
+    parser.add_argument(
+        "--example",
+        choices=[RETRIEVER_EXAMPLE],
+        help=f"also write an example retriever class ({EXAMPLE_RETRIEVER_FILE}); in a "
+        "project that exists already, write only that",
+    )
     return parser
+
+
+def next_steps(project: Path, name: str, retriever: bool) -> str:
+    """What to run next, printed after the files written."""
+    lines = [
+        f"next: cd {project}",
+        f"  ragsweep check sweep={name}   validate everything, run nothing",
+        "  ragsweep                       one run on your documents",
+        f"  ragsweep -m sweep={name}      one axis at a time",
+    ]
+    if retriever:
+        lines.append(f"  {EXAMPLE_RETRIEVER_COMMAND}")
+    return "\n".join([*lines, "(see README.md)"])
 
 
 def main(argv: Sequence[str]) -> int:
@@ -336,16 +415,22 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     project = Path(args.dir).expanduser().resolve()
+    retriever = args.example == RETRIEVER_EXAMPLE
+    only_example = retriever and project_defaults_file(project).exists()
+    files = (
+        [example_retriever()]
+        if only_example
+        else plan(project, args.name, args.corpus, args.golden, retriever)
+    )
     try:
-        written = write(project, plan(project, args.name, args.corpus, args.golden))
+        written = write(project, files)
     except FileExistsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for path in written:
         print(f"wrote {path}")
-    overrides = f"corpus={args.name} golden={args.name}"
-    print(
-        f"\nnext: cd {project} && ragsweep check {overrides} sweep={args.name}\n"
-        f"      ragsweep {overrides}   and   ragsweep -m sweep={args.name}   (see README.md)"
-    )
+    if only_example:
+        print(f"\nnext: cd {project}\n  {EXAMPLE_RETRIEVER_COMMAND}")
+    else:
+        print("\n" + next_steps(project, args.name, retriever))
     return 0

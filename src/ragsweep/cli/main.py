@@ -1,23 +1,28 @@
 """The ``ragsweep`` console script: a thin Hydra app around :func:`run_from_config`, plus
-the ``init``, ``check``, ``embed`` and ``ui`` subcommands.
+the ``init``, ``check``, ``embed``, ``ui`` and ``best`` subcommands.
 
 ``ragsweep`` evaluates the default config on the bundled demo data; any axis is an
 override (``ragsweep chunking=heading chunking.size=400 preprocess=nfkc``). ``-m`` with
 comma-separated values runs a plain Hydra grid (one MLflow run per job); ``-m sweep=NAME``
 runs the sweep file ``NAME`` with the one-axis sweeper (docs/sweeps.md): a parent run with
-one child run per evaluated configuration.
+one child run per evaluated configuration. Each job of ``-m`` prints one line; ``-v`` (the
+override ``verbose=true``) prints each job's whole summary (:func:`run_job`).
 
 ``ragsweep init [DIR]``, ``ragsweep check [OVERRIDES...]``, ``ragsweep embed --shard I/N
-[OVERRIDES...]`` and ``ragsweep ui [--port P] [OVERRIDES...]`` are dispatched by :func:`main`
-before Hydra sees the arguments (a Hydra override always contains ``=``, so these words cannot
-be one). ``init`` and ``check`` are documented in docs/install.md, ``embed`` in
-docs/deploy.md, ``ui`` (the MLflow UI, ``make ui``) in docs/tracking.md.
+[OVERRIDES...]``, ``ragsweep ui [--port P] [OVERRIDES...]`` and ``ragsweep best
+[SWEEP_DIR|RUN_ID]`` are dispatched by :func:`main` before Hydra sees the arguments (a
+Hydra override always contains ``=``, so these words cannot be one). ``init`` and ``check``
+are documented in docs/install.md, ``embed`` in docs/deploy.md, ``ui`` (the MLflow UI,
+``make ui``) in docs/tracking.md, ``best`` (the configuration a sweep chose) in
+docs/sweeps.md.
 Each subcommand's module is imported only when it is run: importing the four at the top
 made ``ragsweep --help`` about 0.4 s slower (median of 8 runs, 1.7 s → 2.1 s).
 
 Config: the packaged defaults (:data:`ragsweep.config.app.CONFIG_PATH`), with the
 project's ``conf/`` and every ``--config-dir`` searched first
-(:func:`ragsweep.config.app.override_config_dirs`).
+(:func:`ragsweep.config.app.override_config_dirs`). The project folder is put on
+``sys.path`` (:func:`ragsweep.config.app.import_project`) before anything runs, and again in
+each job, so ``embedding.options._target_`` can name a class of the project's.
 """
 
 from __future__ import annotations
@@ -26,26 +31,34 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from rich.console import Console
 
 from ragsweep.cli.errors import check_command_line, reported_errors
 from ragsweep.config.app import (
     CONF_DIRS_ENV,
     CONFIG_NAME,
     CONFIG_PATH,
+    import_project,
     plain_config,
     register_resolvers,
 )
 from ragsweep.core.errors import RagsweepError
+from ragsweep.core.terminal import say
 from ragsweep.run.config import resolve
-from ragsweep.run.names import RunOrigin, launch_origin
+from ragsweep.run.names import RunOrigin, launch_origin, result_overrides
 from ragsweep.run.pipeline import run_evaluation
+from ragsweep.run.report import job_line
 
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
+VERBOSE_KEY = "verbose"
+"""``verbose=true`` (or ``-v``): each job of ``-m`` prints its whole summary, not one line."""
+VERBOSE_FLAGS = ("-v", "--verbose")
 
 
 def run_from_config(cfg: DictConfig, output_dir: Path, origin: RunOrigin | None = None) -> float:
@@ -54,12 +67,30 @@ def run_from_config(cfg: DictConfig, output_dir: Path, origin: RunOrigin | None 
     return run_evaluation(resolve(plain_config(cfg)), output_dir, origin=origin).objective
 
 
+def run_job(cfg: DictConfig, hydra_cfg: Any) -> float:
+    """One Hydra job: a single run prints its summary; a job of ``-m`` (sweep or grid)
+    prints one line (:func:`ragsweep.run.report.job_line`), its summary too with
+    ``verbose=true`` (``-v``); ``report.md`` in the job's folder holds it either way."""
+    origin = launch_origin(hydra_cfg)
+    brief = origin.multirun and not cfg.get(VERBOSE_KEY, False)
+    resolved = resolve(plain_config(cfg))
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    result = run_evaluation(resolved, output_dir, origin=origin, show_summary=not brief)
+    if brief:
+        overrides = result_overrides(origin.overrides)
+        line = job_line(
+            hydra_cfg.job.num, overrides, resolved.objective.name, result.summary, output_dir
+        )
+        say(Console(), line, "", "    ")
+    return result.objective
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=CONFIG_NAME)
 def _app(cfg: DictConfig) -> float:
+    import_project()  # again here: a launcher may run this job in another process (joblib)
     hydra_cfg = HydraConfig.get()
-    output_dir = Path(hydra_cfg.runtime.output_dir)
     try:
-        return run_from_config(cfg, output_dir, launch_origin(hydra_cfg))
+        return run_job(cfg, hydra_cfg)
     except RagsweepError as exc:
         if hydra_cfg.mode == RunMode.MULTIRUN:
             raise  # the launcher/sweeper records the job as failed and goes on
@@ -91,11 +122,18 @@ def _ui(args: Sequence[str]) -> int:
     return ui_main(args)
 
 
+def _best(args: Sequence[str]) -> int:
+    from ragsweep.cli.best import main as best_main
+
+    return best_main(args)
+
+
 SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "init": _init,
     "check": _check,
     "embed": _embed,
     "ui": _ui,
+    "best": _best,
 }
 """``ragsweep WORD ...`` runs ``SUBCOMMANDS[WORD]`` with the remaining arguments (its exit
 status); anything else is a Hydra command line."""
@@ -135,14 +173,17 @@ def _use_config_dirs(dirs: Sequence[str]) -> None:
 
 
 def main() -> None:
-    """Console-script entry point: a subcommand (``init``, ``check``, ``ui``), or the Hydra app
-    with secret-looking overrides refused before Hydra writes anything and user errors
-    reported as ``error: ...`` with exit status 2 (:mod:`ragsweep.cli.errors`)."""
+    """Console-script entry point: a subcommand (``init``, ``check``, ``embed``, ``ui``,
+    ``best``), or the Hydra app (``-v``: ``verbose=true``) with secret-looking overrides
+    refused before Hydra writes anything and user errors reported as ``error: ...`` with
+    exit status 2 (:mod:`ragsweep.cli.errors`)."""
     dirs, argv = take_config_dirs(sys.argv[1:])
     if dirs:
         _use_config_dirs(dirs)
+    import_project()  # a _target_ may name a class in the project folder
     if argv and argv[0] in SUBCOMMANDS:
         sys.exit(SUBCOMMANDS[argv[0]](argv[1:]))
+    argv = [f"{VERBOSE_KEY}=true" if arg in VERBOSE_FLAGS else arg for arg in argv]
     sys.argv = [sys.argv[0], *argv]
     register_resolvers()
     with reported_errors():

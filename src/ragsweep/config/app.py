@@ -8,7 +8,11 @@ plain data. This module is the only place that knows these locations (docs/insta
 - **The project**: ``$RAGSWEEP_ROOT``, else the current directory. Its ``conf/`` and any
   ``--config-dir`` (or ``$RAGSWEEP_CONF_DIR``) come before the defaults in Hydra's search
   path (:mod:`hydra_plugins.ragsweep_searchpath`); its ``sweeps/`` before the bundled
-  sweeps; outputs go to its ``outputs/``.
+  sweeps; outputs go to its ``outputs/``. Its ``conf/project/default.yaml``
+  (:func:`project_defaults_file`, written by ``ragsweep init``) is an optional entry of the
+  packaged defaults list whose ``override`` lines make the project's corpus and golden set
+  the defaults there. Its folder is importable (:func:`import_project`), so a ``_target_``
+  can name a class in it.
 
 Library code (promotion, the gate, the sweeper, tests) composes configs through this module
 instead of importing the CLI. Nothing happens on import: the ``ragsweep_root`` and
@@ -19,6 +23,7 @@ instead of importing the CLI. Nothing happens on import: the ``ragsweep_root`` a
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -36,6 +41,11 @@ CONFIG_NAME = "config"
 ROOT_ENV = "RAGSWEEP_ROOT"
 CONF_DIRS_ENV = "RAGSWEEP_CONF_DIR"
 """Extra config folders (``os.pathsep``-separated), searched first; ``--config-dir`` sets it."""
+
+PROJECT_GROUP = "project"
+PROJECT_OPTION = "default"
+"""``conf/config.yaml`` lists ``optional project: default``: a project's
+``conf/project/default.yaml`` chooses its own defaults (``override /corpus: NAME``)."""
 
 ROOT_RESOLVER = "ragsweep_root"
 DATA_RESOLVER = "ragsweep_data"
@@ -60,6 +70,24 @@ def bundled_sweeps_dir() -> Path:
 def project_root() -> str:
     """The project: ``$RAGSWEEP_ROOT``, else the current directory (absolute)."""
     return str(Path(os.environ.get(ROOT_ENV) or os.getcwd()).resolve())
+
+
+def project_defaults_file(root: Path | None = None) -> Path:
+    """The project's defaults (``conf/project/default.yaml``) under ``root`` (by default
+    the project): when it exists, its ``override`` lines replace the packaged defaults."""
+    folder = Path(project_root()) if root is None else root
+    return folder / "conf" / PROJECT_GROUP / f"{PROJECT_OPTION}.yaml"
+
+
+def import_project() -> str:
+    """Make the project's modules importable: its folder goes at the *end* of ``sys.path``
+    (once), so ``_target_=retrievers.example.KeywordRetriever`` imports the project's
+    ``retrievers/example.py``, while a stray ``yaml.py`` or ``mlflow.py`` among the user's
+    files cannot shadow an installed package. Returns the folder."""
+    root = project_root()
+    if root not in [str(Path(p or ".").resolve()) for p in sys.path]:
+        sys.path.append(root)
+    return root
 
 
 def project_sweeps_dir() -> Path:
@@ -129,10 +157,12 @@ def tracking_settings(config: DictConfig) -> TrackingConfig:
 
 def compose(overrides: Sequence[str] = (), config_name: str = CONFIG_NAME) -> DictConfig:
     """Compose the config as ``ragsweep OVERRIDES...`` would, outside a Hydra app (the
-    project's config folders included)."""
+    project's config folders and defaults included; its folder made importable, since the
+    caller may build what the config names)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 
     register_resolvers()
+    import_project()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         return hydra_compose(config_name=config_name, overrides=list(overrides))

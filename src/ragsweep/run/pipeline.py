@@ -382,11 +382,14 @@ def run_evaluation(
     console: Console | None = None,
     extra_tags: Mapping[str, str] | None = None,
     origin: RunOrigin | None = None,
+    show_summary: bool = True,
 ) -> RunResult:
     """Evaluate one configuration end to end: stages, run directory, MLflow, summary.
 
     ``output_dir`` receives every artifact; ``extra_tags`` are added to the MLflow run
-    (after ``tracking.tags``); ``origin`` (how the run was launched) names it.
+    (after ``tracking.tags``); ``origin`` (how the run was launched) names it;
+    ``show_summary``: print the terminal summary (a sweep's job prints one line instead,
+    :func:`ragsweep.run.report.job_line`; ``report.md`` holds the summary either way).
     """
     console = console or Console(stderr=True)
     cfg = resolved.cfg
@@ -432,9 +435,10 @@ def run_evaluation(
     cache = done.cache
     cache_line = cache.stats.describe() if cache.enabled else "disabled (cache.enabled=false)"
     facts = {**facts, "cache": cache_line, "run": run_id or handed_to or "not logged"}
-    print_summary(done.summary, cfg.eval, facts, console)
-    if done.judged:
-        done.judged.print_summary(console)
+    if show_summary:
+        print_summary(done.summary, cfg.eval, facts, console)
+        if done.judged:
+            done.judged.print_summary(console)
     if record is not None and background:  # last, so the logger does not slow the summary
         started = time.perf_counter()
         handed_over = log_run_in_background(cfg.tracking, record)
@@ -488,6 +492,8 @@ def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:
     return {
         "config": resolved.config_hash[:12],
         "split": cfg.eval.split,
+        "corpus": cfg.corpus.path,
+        "golden": cfg.golden.path,
         "chunks": n_chunks,
         "model": model.describe(),
         "preprocess": describe(cfg, STEPS),

@@ -292,3 +292,25 @@ def _stacked(value: float, bounds: Bounds) -> str:
 def _cell_width(cell: str) -> int:
     """Columns of a stacked cell: its widest line, markup not counted."""
     return max(len(Text.from_markup(line).plain) for line in cell.split("\n"))
+
+
+def job_line(
+    job: object, overrides: Sequence[str], objective: str, summary: Summary, run_dir: Path
+) -> str:
+    """What one job of a sweep or grid prints instead of the summary (``verbose=true``
+    prints the summary): ``job 3  chunking.size=800  recall_at_5 = 0.7152 [0.650, 0.780]
+    outputs/multirun/2026-05-04/10-00-00/3``; ``overrides``: the job's result-affecting
+    overrides."""
+    interval = summary.intervals.get(objective)
+    figure = f"{objective} = {summary.overall[objective]:.4f}"
+    if interval is not None:
+        figure += f" {interval.describe(3)}"
+    return f"job {job}  {' '.join(overrides) or 'defaults'}  {figure}  {_shown_path(run_dir)}"
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the current directory when below it, else as given."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

@@ -1,69 +1,151 @@
-"""What a sweep checks of its axes, before any job and again on each axis: every key and
-group option exists, and each axis varies one factor (its values, composed, change no
-result-affecting value other than the axis' own, unless the axis allows it).
+"""What a sweep checks of its axes before any job (:func:`preflight`, which ``ragsweep
+check`` runs too) and again on each axis: the baseline composes, every key and group option
+exists, and each axis varies one factor (its values, composed, change no result-affecting
+value other than the axis' own, unless the axis allows it). Every problem is collected and
+blamed on the file and line it is in, or on the command line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-from omegaconf import OmegaConf
-from rich.console import Console
-
-from ragsweep.core.terminal import say
+from ragsweep.core.registry import did_you_mean
 from ragsweep.sweep.compose import Composed, Composer
-from ragsweep.sweep.factors import Factors, describe, other_factors, varied
+from ragsweep.sweep.factors import Factors, describe, other_factors, refusal_hint, varied
+from ragsweep.sweep.lines import located
 from ragsweep.sweep.spec import Axis, Point, SweepFileError, SweepSpec
 
-_ABSENT = object()
-
-_FACTORS_HINT = (
-    "\nHold the other values in the baseline and sweep one key (e.g. chunking.mode with "
-    "baseline chunking.size and chunking.overlap), or compare the values as they are with "
-    "the long form {values: {key: [values]}, allow_multi_factor: true} (docs/sweeps.md)"
-)
+COMMAND_LINE = "command line"
+MAX_LISTED = 4
+"""Keys listed with their values in a refusal (the rest are named only)."""
 
 
-def check_axes(composer: Composer, baseline: Composed) -> None:
-    """Fail before any job on an axis key or group option that does not exist."""
-    assert baseline.resolved is not None and baseline.choices is not None
-    config = OmegaConf.create(baseline.resolved)
+@dataclass(frozen=True)
+class SweepProblem:
+    """One problem of a sweep: ``where`` is ``file:line``, a file or ``command line``."""
+
+    where: str
+    message: str
+    axis: int = 0
+    """The axis it is about (1-based), 0 for the file or the baseline."""
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class AxisStart:
+    """The configuration an axis is checked on: the baseline, or, when the axis' keys exist
+    only for an earlier axis' value, that value's configuration (``overrides``)."""
+
+    overrides: Mapping[str, str]
+    composed: Composed
+
+
+@dataclass
+class Preflight:
+    """What the sweep found before any job: the baseline, every problem, the other factors
+    of the axes that allow them, and every composed axis value (label, config) by axis."""
+
+    baseline: Composed
+    problems: list[SweepProblem] = field(default_factory=list)
+    multi_factor: dict[int, Factors] = field(default_factory=dict)
+    values: dict[int, list[tuple[Point, Composed]]] = field(default_factory=dict)
+
+    def raise_problems(self) -> None:
+        if self.problems:
+            raise SweepFileError("\n".join(str(p) for p in self.problems))
+
+
+def preflight(composer: Composer) -> Preflight:
+    """Every check before a sweep launches anything (see module docstring)."""
+    baseline = composer.compose(composer.fixed)
+    if baseline.error is not None:
+        return Preflight(baseline, [_baseline_problem(composer, baseline.error)])
+    found = Preflight(baseline)
     spec = composer.spec
     for number, axis in enumerate(spec.axes, start=1):
-        for key, values in zip(axis.keys, axis.values, strict=True):
-            where = f"{spec.path}: axis {number} ({key})"
-            if key not in baseline.choices:
-                if OmegaConf.select(config, key, default=_ABSENT) is _ABSENT:
-                    raise SweepFileError(f"{where}: {key} is not a config key")
-                continue
-            options = composer.group_options(key)
-            unknown = [v for v in values if v not in options]
-            if unknown:
-                raise SweepFileError(
-                    f"{where}: no option {', '.join(unknown)} in config group {key} "
-                    f"(options: {', '.join(options)})"
-                )
-
-
-def check_factors(composer: Composer, baseline: Composed, console: Console) -> dict[int, Factors]:
-    """Before any job: stop when an axis' values, composed on the baseline, change
-    result-affecting values other than the axis' own, unless the axis allows it. Returns
-    the other factors of the axes that allow them, by axis number."""
-    spec = composer.spec
-    allowed: dict[int, Factors] = {}
-    refused: list[str] = []
-    for number, axis in enumerate(spec.axes, start=1):
+        start = _axis_start(composer, found, number, axis)
+        problems = _key_problems(composer, start.composed, number, axis)
+        if problems:
+            found.problems += problems
+            continue
         points = axis.points()
-        composed = [composer.compose({**composer.fixed, **p.lines}) for p in points]
-        found = axis_other_factors(axis, baseline, points, composed)
-        if found and axis.allow_multi_factor:
-            allowed[number] = found
-            _print_factors(console, spec, number, axis, found)
-        elif found:
-            refused.append(_factors_text(number, axis, found))
-    if refused:
-        raise SweepFileError(f"{spec.path}: " + "\n".join(refused) + _FACTORS_HINT)
-    return allowed
+        composed = [composer.compose({**start.overrides, **p.lines}) for p in points]
+        found.values[number] = list(zip(points, composed, strict=True))
+        factors = axis_other_factors(axis, start.composed, points, composed)
+        if factors and axis.allow_multi_factor:
+            found.multi_factor[number] = factors
+        elif factors:
+            where = axis_where(spec, number, axis)
+            found.problems.append(SweepProblem(where, refusal(number, axis, factors), number))
+    return found
+
+
+def axis_where(spec: SweepSpec, number: int, axis: Axis) -> str:
+    """``file:line`` of the axis' first key."""
+    return located(spec.path, ["axes", number - 1, axis.keys[0]])
+
+
+def _baseline_problem(composer: Composer, error: str) -> SweepProblem:
+    """An invalid baseline, blamed on the command line when it alone fails, else on the
+    sweep file's first baseline entry that fails with it."""
+    alone = composer.compose(composer.command_line)
+    if alone.error is not None:
+        return SweepProblem(COMMAND_LINE, alone.error)
+    spec = composer.spec
+    for key, text in spec.baseline:
+        entry = composer.compose({key: f"{key}={text}", **composer.command_line})
+        if entry.error is not None:
+            where = located(spec.path, ["baseline", key])
+            return SweepProblem(where, f"baseline {key}: {entry.error}")
+    return SweepProblem(str(spec.path), f"the baseline config is invalid: {error}")
+
+
+def _axis_start(composer: Composer, found: Preflight, number: int, axis: Axis) -> AxisStart:
+    """The baseline, or the first earlier axis value whose configuration has the keys."""
+    baseline = AxisStart(composer.fixed, found.baseline)
+    if all(found.baseline.has_key(key) for key in axis.keys):
+        return baseline
+    for earlier in range(1, number):
+        for point, composed in found.values.get(earlier, []):
+            if composed.error is None and all(composed.has_key(k) for k in axis.keys):
+                return AxisStart({**composer.fixed, **point.lines}, composed)
+    return baseline
+
+
+def _key_problems(
+    composer: Composer, start: Composed, number: int, axis: Axis
+) -> list[SweepProblem]:
+    """An axis key that is not in the config, or a group option that does not exist."""
+    assert start.choices is not None
+    spec = composer.spec
+    problems = []
+    for key, values in zip(axis.keys, axis.values, strict=True):
+        where = located(spec.path, ["axes", number - 1, key])
+        if key not in start.choices:
+            if not start.has_key(key):
+                message = f"axis {number} ({key}): {key} is not a config key"
+                problems.append(SweepProblem(where, message, number))
+            continue
+        options = composer.group_options(key)
+        unknown = [v for v in values if v not in options]
+        if unknown:
+            problems.append(
+                SweepProblem(
+                    where,
+                    f"axis {number} ({key}): no option {', '.join(unknown)} in config group "
+                    f"{key} (options: {', '.join(options)}){did_you_mean(unknown[0], options)}",
+                    number,
+                )
+            )
+    return problems
+
+
+def missing_keys(axis: Axis, start: Composed) -> list[str]:
+    """The axis keys the configuration chosen so far does not have (the axis is skipped)."""
+    return [key for key in axis.keys if start.resolved is not None and not start.has_key(key)]
 
 
 def check_axis_factors(
@@ -79,9 +161,8 @@ def check_axis_factors(
     found = axis_other_factors(axis, start, points, composed)
     if found and not axis.allow_multi_factor:
         raise SweepFileError(
-            f"{spec.path}: on top of the values chosen so far, "
-            + _factors_text(number, axis, found)
-            + _FACTORS_HINT
+            f"{axis_where(spec, number, axis)}: on top of the values chosen so far, "
+            + refusal(number, axis, found)
         )
     return found
 
@@ -107,20 +188,23 @@ def factors_tag(spec: SweepSpec, multi_factor: Mapping[int, Factors]) -> str:
     )
 
 
-def _print_factors(
-    console: Console, spec: SweepSpec, number: int, axis: Axis, found: Factors
-) -> None:
-    say(
-        console,
-        f"axis {number}/{len(spec.axes)} {axis.label} (allow_multi_factor) also "
-        "changes:\n" + "\n".join(f"  {line}" for line in describe(found)),
+def factors_note(spec: SweepSpec, number: int, axis: Axis, found: Factors) -> str:
+    """What an axis that allows several factors prints before the first job."""
+    return f"axis {number}/{len(spec.axes)} {axis.label} (allow_multi_factor) also changes:\n" + (
+        "\n".join(f"  {line}" for line in describe(found))
     )
 
 
-def _factors_text(number: int, axis: Axis, found: Factors) -> str:
-    """The error lines for an axis whose values change other factors too."""
-    lines = "".join(f"\n    {line}" for line in describe(found))
+def refusal(number: int, axis: Axis, found: Factors) -> str:
+    """A few lines: what else the axis changes (at most :data:`MAX_LISTED` keys with their
+    values) and the fix."""
     keys = ", ".join(found)
+    lines = describe(dict(list(found.items())[:MAX_LISTED]))
+    more = len(found) - MAX_LISTED
+    listed = "".join(f"\n    {line}" for line in lines)
+    if more > 0:
+        listed += f"\n    ... and {more} more"
     return (
-        f"axis {number} ({axis.label}) is not one factor: its values also differ in {keys}:{lines}"
+        f"axis {number} ({axis.label}) is not one factor: its values also differ in "
+        f"{keys}:{listed}\n{refusal_hint(axis, found)}"
     )

@@ -22,6 +22,8 @@ from ragsweep.run.config import resolve
 from ragsweep.sweep.factors import result_values
 from ragsweep.sweep.spec import Axis, Point, SweepSpec, override_text
 
+_ABSENT = object()
+
 
 @dataclass(frozen=True)
 class Composed:
@@ -46,6 +48,12 @@ class Composed:
         except (TypeError, ValueError):
             return str(value)
 
+    def has_key(self, key: str) -> bool:
+        """Whether ``key`` is a config group or a key of this configuration."""
+        assert self.resolved is not None and self.choices is not None
+        config = OmegaConf.create(self.resolved)
+        return key in self.choices or OmegaConf.select(config, key, default=_ABSENT) is not _ABSENT
+
     def point_of(self, axis: Axis) -> Point:
         """This configuration's own values of the axis keys, as a point of the axis."""
         return Point(tuple((key, self.value_of(key)) for key in axis.keys))
@@ -61,11 +69,13 @@ class Composer:
         self.loader = loader
         self.config = config
         self.spec = spec
-        self.fixed = self._fixed_overrides(arguments)
-
-    def _fixed_overrides(self, arguments: list[str]) -> dict[str, str]:
+        self.command_line = self._command_line(arguments)
+        self.fixed = {key: f"{key}={text}" for key, text in spec.baseline} | self.command_line
         """Baseline of the file, then the command line (which wins), as key → override."""
-        fixed = {key: f"{key}={text}" for key, text in self.spec.baseline}
+
+    def _command_line(self, arguments: list[str]) -> dict[str, str]:
+        """The command line's overrides by key; grid values and the objective refused."""
+        fixed: dict[str, str] = {}
         parser = OverridesParser.create(config_loader=self.loader)
         for override in parser.parse_overrides(arguments):
             if override.is_sweep_override():

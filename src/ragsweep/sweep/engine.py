@@ -28,7 +28,13 @@ from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import load_golden
 from ragsweep.run.config import RunConfig
 from ragsweep.run.notes import config_summary
-from ragsweep.sweep.checks import check_axes, check_axis_factors, check_factors, factors_tag
+from ragsweep.sweep.checks import (
+    check_axis_factors,
+    factors_note,
+    factors_tag,
+    missing_keys,
+    preflight,
+)
 from ragsweep.sweep.compose import Composed, Composer
 from ragsweep.sweep.factors import Factors
 from ragsweep.sweep.launch import AxisJobs, JobLauncher
@@ -44,7 +50,7 @@ from ragsweep.sweep.report import (
 from ragsweep.sweep.result import RESULT_FILE, AxisResult, FinalConfig, Status, SweepResult, Trial
 from ragsweep.sweep.runs import SweepRuns, sweep_digest
 from ragsweep.sweep.select import AxisDecision, Candidate, NoObjectiveError, decide
-from ragsweep.sweep.spec import Axis, Point, SweepFileError, SweepSpec
+from ragsweep.sweep.spec import Axis, Point, SweepSpec
 from ragsweep.sweep.state import Current, Evaluation, SweepState
 from ragsweep.tracking.background import drain_active, logging_jobs
 
@@ -84,13 +90,11 @@ class SweepRun:
         """Check the axes, open the parent run, sweep every axis and conclude."""
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, self.sweep_dir / MULTIRUN_FILE)
-        baseline = self.composer.compose(self.composer.fixed)
-        if baseline.error is not None:
-            raise SweepFileError(
-                f"{self.spec.path}: the baseline config is invalid: {baseline.error}"
-            )
-        check_axes(self.composer, baseline)
-        multi_factor = check_factors(self.composer, baseline, self.console)
+        checked = preflight(self.composer)
+        checked.raise_problems()
+        baseline, multi_factor = checked.baseline, checked.multi_factor
+        for number, found in multi_factor.items():
+            say(self.console, factors_note(self.spec, number, self.spec.axes[number - 1], found))
         self.runs = self._open_runs(baseline, multi_factor)
         self.jobs = JobLauncher(
             self.launcher,
@@ -111,6 +115,10 @@ class SweepRun:
         """Every axis in turn from ``current``, then the conclusion (also when stopped)."""
         try:
             for number, axis in enumerate(self.spec.axes, start=1):
+                missing = missing_keys(axis, current.composed)
+                if missing:
+                    self._skip_axis(number, axis, missing)
+                    continue
                 current = self._sweep_axis(number, axis, current)
             final = self._final(current)
         except BaseException as exc:
@@ -153,6 +161,16 @@ class SweepRun:
         return runs
 
     # -- one axis ---------------------------------------------------------------------------
+
+    def _skip_axis(self, number: int, axis: Axis, missing: Sequence[str]) -> None:
+        """An axis over keys that only another choice brings in (``embedding.options.alpha``
+        when a hybrid was not chosen) is skipped, with a note."""
+        say(
+            self.console,
+            f"axis {number}/{len(self.spec.axes)} {axis.label}: skipped: the configuration "
+            f"chosen so far has no {', '.join(missing)}",
+            style="yellow",
+        )
 
     def _sweep_axis(self, number: int, axis: Axis, current: Current) -> Current:
         """Evaluate every value of ``axis`` on top of ``current``; return the new current."""
@@ -340,6 +358,7 @@ class SweepRun:
             config_hash=composed.config_hash,
             run_id=known.run_id,
             config=composed.resolved,
+            run_dir=known.run_dir,
         )
 
     def _conclude(self, final: FinalConfig | None, status: str) -> SweepResult:

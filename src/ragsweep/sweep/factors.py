@@ -21,6 +21,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ragsweep.config.schema import result_fields
+from ragsweep.core.hashing import canonical_json
 from ragsweep.run.config import ResolvedConfig, hashed_values
 from ragsweep.sweep.spec import Axis, override_text
 
@@ -35,12 +36,17 @@ def result_values(resolved: ResolvedConfig) -> dict[str, Any]:
     """Every result-affecting value of a composed config by dotted key: exactly what the
     config hash is computed from (:func:`ragsweep.run.config.hashed_values`), with the
     embedding spelled as the config keys a user sets (backend, model and the options in the
-    backend's identity) and the preprocessing as its steps (the synonym file's digest, which
-    the hash also covers, changes only with ``preprocess.synonyms_path``'s content)."""
+    backend's identity), the preprocessing as its steps (the synonym file's digest, which
+    the hash also covers, changes only with ``preprocess.synonyms_path``'s content) and an
+    enabled reranker as its fields (``rerank.model`` as set, not the model's identity)."""
     cfg, model = resolved.cfg, resolved.model
     hashed = hashed_values(resolved)
     hashed["preprocess"] = result_fields(cfg.preprocess)  # the steps a user sets
-    values = _flatten({k: v for k, v in hashed.items() if k != "embedding"})
+    if "rerank" in hashed:
+        hashed["rerank"] = result_fields(cfg.rerank)
+    del hashed["embedding"]
+    # any other identity object (a dataclass) as its fields, as the hash sees it
+    values = _flatten(json.loads(canonical_json(hashed)))
     values["embedding.backend"] = cfg.embedding.backend
     values["embedding.model"] = cfg.embedding.model
     values.update(_flatten(model.options, "embedding.options."))
@@ -74,7 +80,7 @@ def _text(value: Any, present: bool) -> str:
     try:
         return override_text(value)
     except (TypeError, ValueError):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+        return canonical_json(value)
 
 
 def other_factors(axis: Axis, differences: Factors, groups: Collection[str]) -> Factors:
@@ -88,9 +94,39 @@ def other_factors(axis: Axis, differences: Factors, groups: Collection[str]) -> 
     }
     for group in (k for k in axis.keys if k in groups):
         inside = [key for key in rest if key.startswith(f"{group}.")]
+        knobs = [key for key in inside if _is_knob(rest[key])]
         if len(inside) == 1:  # the one value the group's options stand for
-            del rest[inside[0]]
+            knobs = []
+        for key in inside:
+            if key not in knobs:
+                del rest[key]
     return rest
+
+
+def _is_knob(texts: Mapping[str, str]) -> bool:
+    """A key every compared configuration sets to a number: a setting of its own (chunk
+    size, overlap, a depth), not part of what an option is."""
+    return all(_is_number(text) for text in texts.values())
+
+
+def _is_number(text: str) -> bool:
+    if text in ("true", "false"):
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def refusal_hint(axis: Axis, found: Factors) -> str:
+    """The fix for an axis that changes ``found`` besides its own values."""
+    held = " and ".join(found) if len(found) <= 3 else f"{', '.join(list(found)[:3])}, ..."
+    return (
+        f"Hold {held} in the baseline (sweep them as axes of their own), or keep the values "
+        "as they are with the long form {values: {key: [values]}, allow_multi_factor: true} "
+        "(docs/sweeps.md)"
+    )
 
 
 def describe(factors: Factors) -> list[str]:

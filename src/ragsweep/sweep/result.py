@@ -109,6 +109,8 @@ class FinalConfig:
     config_hash: str
     run_id: str | None
     config: dict[str, Any]
+    run_dir: Path | None = None
+    """The folder of the job that evaluated it (None: not known, e.g. resumed)."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ class SweepResult:
                 "objective": self.final.objective,
                 "config_hash": self.final.config_hash,
                 "run_id": self.final.run_id,
+                "run_dir": None if self.final.run_dir is None else str(self.final.run_dir),
                 "command": "ragsweep " + " ".join(self.final.overrides),
                 "overrides": list(self.final.overrides),
                 "config": self.final.config,

@@ -22,6 +22,7 @@ from ragsweep.core.errors import ConfigError
 from ragsweep.core.registry import did_you_mean
 from ragsweep.eval import measures
 from ragsweep.eval.measures import Measure
+from ragsweep.sweep.lines import located, message_parts
 from ragsweep.sweep.select import (
     BEST,
     DECISIONS,
@@ -235,8 +236,8 @@ def load_sweep(path: Path) -> SweepSpec:
     try:
         raw = from_mapping(SweepFile, data, "sweep")
         return _build(raw, path)
-    except ConfigError as exc:
-        raise SweepFileError(f"{path}: {exc}") from None
+    except ConfigError as exc:  # blamed on the line of the key it names
+        raise SweepFileError(f"{located(path, message_parts(str(exc)))}: {exc}") from None
 
 
 def _direction(raw: SweepFile) -> str:

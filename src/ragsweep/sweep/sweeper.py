@@ -1,7 +1,8 @@
 """The implementation behind the ``hydra/sweeper=one_axis`` plugin
 (``hydra_plugins.ragsweep_one_axis``): with ``sweep=NAME``, the sweep file is run one axis at
 a time (:class:`ragsweep.sweep.engine.SweepRun`); without it, the command-line arguments are
-a grid, run by Hydra's basic sweeper. Either way the jobs' runs go to the sweep's logger.
+a grid, run by Hydra's basic sweeper, which ends with a table of its configurations, best
+first (:mod:`ragsweep.sweep.grid`). Either way the jobs' runs go to the sweep's logger.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from rich.console import Console
 from ragsweep.config.app import sweep_dirs, tracking_settings
 from ragsweep.core.errors import RagsweepError
 from ragsweep.sweep.engine import SweepRun
-from ragsweep.sweep.spec import SweepSpec, load_sweep, resolve_sweep_path
+from ragsweep.sweep.grid import conclude_grid
+from ragsweep.sweep.spec import SweepFile, SweepSpec, load_sweep, resolve_sweep_path
 from ragsweep.tracking.background import logging_jobs
 
 
@@ -70,7 +72,9 @@ class OneAxisSweeperImpl:
         if self.grid is not None:
             # the command line's settings, checked before the grid by PrepareTrackingStore
             with logging_jobs(tracking_settings(self.config), self.config.hydra):
-                return self.grid.sweep(arguments)
+                returns = self.grid.sweep(arguments)
+            self._conclude_grid(returns)
+            return returns
         assert self.sweep_name
         try:
             spec = load_sweep(resolve_sweep_path(self.sweep_name, sweep_dirs(self.sweeps_dir)))
@@ -78,6 +82,13 @@ class OneAxisSweeperImpl:
         except RagsweepError as exc:
             print(f"error: {exc}", file=sys.stderr)
             sys.exit(2)
+
+    def _conclude_grid(self, returns: Any) -> None:
+        """The grid's table (:mod:`ragsweep.sweep.grid`), from its batches of job returns."""
+        assert self.config is not None
+        jobs = [ret for batch in returns or [] for ret in batch]
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        conclude_grid(jobs, SweepFile.objective, sweep_dir, self.console)
 
     def _sweep_run(self, spec: SweepSpec, arguments: list[str]) -> SweepRun:
         assert self.config is not None and self.hydra_context is not None
