@@ -145,7 +145,11 @@ def test_an_unreachable_tracking_server_is_reported_within_the_timeout(project: 
 
 def test_corpus_problems_and_split_problems(project: Path) -> None:
     missing = project / "nowhere"
-    assert messages([f"corpus.path={missing}"]) == [f"corpus.path={missing} does not exist"]
+    golden = REPO / "demo" / "golden.jsonl"
+    assert messages([f"corpus.path={missing}"]) == [
+        f"corpus.path={missing} does not exist",
+        f"{golden}: evidence and scopes not checked: the corpus could not be read (see above)",
+    ]
     holdout_only = project / "golden.jsonl"
     holdout_only.write_text(json.dumps({**GOOD_CASE, "split": "holdout"}) + "\n", "utf-8")
     assert messages([f"golden.path={holdout_only}"]) == [
@@ -217,3 +221,37 @@ def test_inits_sweep_file_passes_check(tmp_path: Path) -> None:
     out = ragsweep("check", "sweep=project", "tracking=off", cwd=tmp_path / "proj")
     assert out.returncode == 0, out.stderr
     assert "objective recall_at_2000c" in " ".join(out.stdout.split())
+
+
+def test_a_corpus_problem_does_not_hide_the_golden_sets_own(project: Path) -> None:
+    golden = project / "golden.jsonl"
+    rows = [json.dumps(GOOD_CASE), "{not json", json.dumps({**GOOD_CASE, "qestion": "?"})]
+    golden.write_text("\n".join([*rows, json.dumps(GOOD_CASE)]) + "\n", encoding="utf-8")
+    corpus = write(project / "conf" / "corpus" / "mine.yaml", "name: mine\npth: docs\n")
+    found = messages(["corpus=mine", f"golden.path={golden}"])
+    assert found[0].startswith(f"{corpus}:2: corpus.pth is not a"), found[0]
+    assert found[1].startswith(f"{golden}:2: invalid JSON (")
+    assert found[2].startswith(f"{golden}:3: case 'ok': unknown field 'qestion'")
+    assert found[3] == f"{golden}:4: case 'ok': duplicate id (first defined on line 1)"
+    assert found[4].endswith(
+        ": evidence and scopes not checked: the corpus could not be read (see above)"
+    )
+    assert len(found) == 5
+
+
+def test_an_invalid_baseline_is_blamed_on_the_entry_that_breaks_it(project: Path) -> None:
+    # embedding.options.alpha exists only once embedding=hybrid (the entry above it) is
+    # composed: the entry to blame is the bad chunking.size, not alpha
+    sweep = write(
+        project / "sweeps" / "base.yaml",
+        "baseline:\n  embedding: hybrid\n  embedding.options.alpha: 0.3\n"
+        "  chunking.size: 0\naxes:\n  - retrieval.top_k: [10, 20]\n",
+    )
+    found = messages(["sweep=base"])
+    assert found == [f"{sweep}:4: baseline chunking.size: chunking.size=0 must be > 0"], found
+
+
+def test_check_takes_a_runs_command_line_as_typed(tmp_path: Path) -> None:
+    out = ragsweep("check", "-m", "sweep=chunking", "-v", "tracking=off", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "detectable difference (80% power" in out.stdout

@@ -162,3 +162,31 @@ def test_verbose_prints_each_jobs_summary(tmp_path: Path) -> None:
     assert done.stderr.count("ragsweep run: mean [95% interval]") == 2
     assert not re.search(r"^job \d ", done.stdout, re.M)
     assert "grid of 2 configuration(s)" in done.stdout
+    # -v chooses how to print, not what to run: not in the command that reproduces
+    (line,) = [x for x in done.stdout.splitlines() if x.strip().startswith("reproduce:")]
+    assert "verbose" not in line and "chunking.size=" in line
+
+
+def test_a_damaged_newer_result_is_passed_over(project: Path, tmp_path: Path) -> None:
+    """A sweep killed while writing its result (or any unreadable sweep_result.yaml) does
+    not hide the last finished sweep."""
+    root = tmp_path / "p"
+    for name in ("sweep", "later"):
+        (root / "outputs/multirun" / name).mkdir(parents=True)
+    good = (project / "outputs/multirun/sweep/sweep_result.yaml").read_text()
+    (root / "outputs/multirun/sweep/sweep_result.yaml").write_text(good)
+    (root / "outputs/multirun/later/sweep_result.yaml").write_text(good[: len(good) // 3] + "[")
+    done = ragsweep("best", cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert "outputs/multirun/sweep" in done.stdout
+
+
+def test_a_broken_project_config_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "conf" / "project").mkdir(parents=True)
+    (tmp_path / "conf" / "project" / "default.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /corpus: nosuch\n"
+    )
+    done = ragsweep("best", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+    assert "nosuch" in done.stderr

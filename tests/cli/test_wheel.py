@@ -10,7 +10,9 @@ wheelhouse lacks something (new or changed dependencies), it is filled again fro
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -178,3 +180,80 @@ def test_a_run_and_a_one_axis_sweep_from_an_empty_directory(
         ).fetchone()[0]
     assert "installed" in names
     assert best == 1
+
+
+USER_DOCS = {
+    "install.md": "# Installing Quillpad\n\nDownload the installer from the releases page and "
+    "run `quillpad-setup --user` to install without administrator rights.\n\nThe installer "
+    "needs **200 MB** of free disk space.\n",
+    "sync.md": "# Syncing notes\n\nNotes sync every five minutes while the app is open. To "
+    "sync at once, press `Ctrl+S` in any notebook.\n\n## Conflicts\n\nWhen two devices edit "
+    "the same note, Quillpad keeps both versions and marks the older one “conflicted”.\n",
+    "export.md": "# Exporting\n\nChoose *File > Export* to write a notebook as Markdown or "
+    "PDF. Exports of more than 500 notes run in the background and notify you when done.\n",
+}
+USER_CASES = [
+    # quotes as a user copies them from the rendered page: no backticks, no asterisks,
+    # straight quotes where the document has typographic ones
+    ("q1", "How do I install without admin rights?", "install.md", "run quillpad-setup --user"),
+    ("q2", "How much disk space does the installer need?", "install.md", "needs 200 MB of free"),
+    ("q3", "How often do notes sync?", "sync.md", "Notes sync every five minutes"),
+    ("q4", "How do I sync immediately?", "sync.md", "press Ctrl+S in any notebook"),
+    ("q5", "What happens on an edit conflict?", "sync.md", 'marks the older one "conflicted"'),
+    ("q6", "How do I export a notebook?", "export.md", "Choose File > Export"),
+    ("q7", "What happens with big exports?", "export.md", "run in the background"),
+]
+
+
+def readme_user_commands() -> list[list[str]]:
+    """The ragsweep commands of the README's "Use it in your project" block, in order."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Use it in your project", 1)[1].split("```bash", 1)[1]
+    lines = [line.split("#", 1)[0].strip() for line in block.split("```", 1)[0].splitlines()]
+    return [shlex.split(line) for line in lines if line.startswith("ragsweep")]
+
+
+def test_the_users_path_as_the_readme_and_init_show_it(
+    venv_bin: Path, tmp_path: Path, user_env: dict[str, str]
+) -> None:
+    """From an empty folder: the README's commands verbatim, with the user's own documents
+    and questions put where init's config says, no corpus=/golden= overrides; then init's
+    example retriever and a retriever sweep, and ragsweep best."""
+    env = {**user_env, "PATH": f"{venv_bin}{os.pathsep}{user_env.get('PATH', '')}"}
+    project = tmp_path / "my-eval"
+    project.mkdir()
+    commands = readme_user_commands()
+    assert commands[0] == ["ragsweep", "init"]
+    init_out = run(commands[0], cwd=project, env=env)
+    assert "next, in this folder:" in init_out
+    for name, text in USER_DOCS.items():  # the user's documents replace the examples
+        (project / "docs" / name).write_text(text, encoding="utf-8")
+    for example in ("example.md", "faq.md"):
+        (project / "docs" / example).unlink()
+    cases = [
+        {"id": i, "question": q, "split": "tuning", "evidence": [{"doc": d, "quote": quote}]}
+        for i, q, d, quote in USER_CASES
+    ]
+    golden = "\n".join(json.dumps(c, ensure_ascii=False) for c in cases) + "\n"
+    (project / "golden.jsonl").write_text(golden, encoding="utf-8")
+    outputs = {" ".join(c): run(c, cwd=project, env=env) for c in commands[1:]}
+    check = " ".join(outputs["ragsweep check sweep=project"].split())
+    assert "no problems found" in check
+    assert "corpus 3 documents" in check and str(project / "docs") in check
+    assert f"golden 7 cases {project / 'golden.jsonl'}" in check
+    single = outputs["ragsweep"]
+    assert str(project / "golden.jsonl") in " ".join(single.split())
+    assert "final recall_at_2000c =" in outputs["ragsweep -m sweep=project"]
+    best = outputs["ragsweep best"]
+    assert "sweep project" in best and "reproduce:" in best
+    # the user's own retriever, as init --example prints it
+    example = run(["ragsweep", "init", "--example", "retriever"], cwd=project, env=env)
+    (printed,) = [line.strip() for line in example.splitlines() if "TfidfRetriever" in line]
+    assert "recall_at_2000c" in run(shlex.split(printed), cwd=project, env=env)
+    # a sweep choosing a retriever: one factor
+    (project / "sweeps" / "retrievers.yaml").write_text(
+        "axes:\n  - embedding: [bm25, use_m3]\nobjective: recall_at_2000c\n", encoding="utf-8"
+    )
+    out = run(["ragsweep", "-m", "sweep=retrievers"], cwd=project, env=env)
+    assert "final recall_at_2000c =" in out
+    assert "sweep retrievers" in run(["ragsweep", "best"], cwd=project, env=env)

@@ -124,6 +124,14 @@ def test_an_invisible_difference_is_shown_by_its_code_point() -> None:
     ) in message
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_the_closest_passage_line_counts_every_kind_of_line_break(newline: str) -> None:
+    text = newline.join(["Intro.", "", "Set the timeout to five seconds.", ""])
+    with pytest.raises(ValueError) as info:
+        resolve_quote(text, "Set the timeout to six seconds")
+    assert "closest passage (line 3, " in str(info.value)
+
+
 def test_a_quote_with_nothing_close_says_so() -> None:
     with pytest.raises(ValueError) as info:
         resolve_quote(GUIDE, "zzzz qqqq xxxx")

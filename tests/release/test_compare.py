@@ -14,10 +14,11 @@ from mlflow.tracking import MlflowClient
 
 from ragsweep.cli.release import compare_main
 from ragsweep.eval.stats import paired_randomization_test
-from ragsweep.release.compare import compare_runs
+from ragsweep.release.compare import compare_runs, render_markdown
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.store import RunStore
 
+PROMOTED = "ragsweep.promoted_from"
 IDENTITY = {
     "ragsweep.golden_digest": "g" * 64,
     "ragsweep.split": "holdout",
@@ -144,6 +145,38 @@ def test_known_flips_deltas_and_p_value(builder: RunBuilder, store: RunStore) ->
     decision = result.decision()
     assert decision.startswith("Decision: INCONCLUSIVE")
     assert "hit_at_5: 2 gained, 1 lost" in decision
+    # 6 cases: a paired test at alpha 0.05 needs 6 cases that change, 30 at 20% changing
+    assert result.tuning_delta is None
+    assert result.power is not None and result.power.startswith(
+        "6 answerable cases can detect no difference (a paired test needs at least 6 cases "
+        "that change; with 20% of cases changing that takes 30 cases)"
+    )
+
+
+def test_holdout_runs_are_compared_against_the_difference_seen_on_tuning(
+    builder: RunBuilder, store: RunStore
+) -> None:
+    """Two promoted runs: the remark names the tuning runs' difference, and whether this
+    holdout could detect one that size."""
+    rows = [(f"g{i:02d}", "factual", (1, 1.0), (1, 1.0)) for i in range(60)]
+    tuning = []
+    for value in (0.50, 0.56):
+        run_id = builder.log("tuning", [case_row(i, t, b, 1.0, "x") for i, t, b, _ in rows])
+        builder.client.log_metric(run_id, "recall_at_5", value)
+        tuning.append(run_id)
+    holdout = [
+        builder.log(
+            "holdout", [case_row(i, t, b, 1.0, "x") for i, t, b, _ in rows], **{PROMOTED: source}
+        )
+        for source in tuning
+    ]
+    result = compare_runs(store, *holdout)
+    assert result.verdict == "inconclusive"
+    assert result.tuning_delta == pytest.approx(0.06)
+    assert result.power is not None
+    assert result.power.startswith("on tuning the difference was +0.0600; a difference of 0.060 ")
+    assert "below the 0.1" in result.power and "60 answerable cases detect" in result.power
+    assert f"Power: {result.power}." in " ".join(render_markdown(result).split())
 
 
 def test_objective_is_the_default_metric(builder: RunBuilder, store: RunStore) -> None:

@@ -66,6 +66,7 @@ def test_promotion_logs_a_tagged_holdout_run(compose_config, project: Path) -> N
     )
     assert row in text
     assert "| type | tuning | holdout | holdout − tuning |" in text
+    assert "- **holdout power**: 3 answerable cases can detect no difference" in text
 
 
 def test_promotion_refuses_a_changed_golden_set(compose_config, project: Path) -> None:

@@ -176,6 +176,17 @@ def test_a_retriever_axis_is_one_factor_and_an_earlier_choice_brings_its_keys(
             "axis 2/2 embedding.options.alpha: skipped: the configuration chosen so far has "
             "no embedding.options.alpha" in out
         )
+        # recorded with its number, in the result and the table
+        saved = yaml.safe_load((tmp_path / "s1" / "sweep_result.yaml").read_text())
+        assert saved["skipped"] == [
+            {
+                "number": 2,
+                "axis": "embedding.options.alpha",
+                "reason": "the configuration chosen so far has no embedding.options.alpha",
+            }
+        ]
+        assert [a["number"] for a in saved["axes"]] == [1]
+        assert "2. embedding.options.alpha skipped" in out
 
 
 # -- decisions without per-case values ----------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from ragsweep.eval import measures
+from ragsweep.sweep.lines import message_parts
 from ragsweep.sweep.paired import CaseValues, PairedDifference, Unpaired
 from ragsweep.sweep.select import (
     Candidate,
@@ -392,3 +393,16 @@ def test_significant_picks_the_best_of_the_admitted_and_skips_same_configs() -> 
     assert decision.runner_up == 1  # the duplicate of the chosen one is not a runner-up
     runner_up = decision.paired[1]
     assert isinstance(runner_up, PairedDifference) and runner_up.delta == pytest.approx(-2 / 12)
+
+
+def test_a_validation_message_with_a_value_still_finds_its_key() -> None:
+    assert message_parts("sweep.axes[1].objetive=mrr is not a known key") == [
+        "axes",
+        1,
+        "objetive",
+    ]
+    assert message_parts("sweep.baseline.chunking.size=0: must be > 0") == [
+        "baseline",
+        "chunking",
+        "size",
+    ]

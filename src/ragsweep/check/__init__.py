@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.check.compose import Composer, composer
 from ragsweep.check.config import ConfigCheck, check_config
-from ragsweep.check.golden import check_golden
+from ragsweep.check.golden import check_golden, check_golden_alone
 from ragsweep.check.problems import Problem
 from ragsweep.check.store import StoreProblem, probe
 from ragsweep.check.summary import Facts, render_problems, render_summary
@@ -68,13 +68,17 @@ def run_checks(overrides: Sequence[str]) -> Findings:
 
 
 def _check_data(config: ConfigCheck, found: Findings) -> None:
-    """Corpus, golden set and the evaluated split."""
-    if "corpus" not in config.groups:
-        return
-    try:
-        corpus = load_corpus(config.groups["corpus"])
-    except RagsweepError as exc:
-        found.problems.append(Problem("", str(exc)))
+    """Corpus, golden set and the evaluated split; without a readable corpus, what of the
+    golden set needs no documents."""
+    corpus = None
+    if "corpus" in config.groups:
+        try:
+            corpus = load_corpus(config.groups["corpus"])
+        except RagsweepError as exc:
+            found.problems.append(Problem("", str(exc)))
+    if corpus is None:
+        if "golden" in config.groups:
+            found.problems += check_golden_alone(config.groups["golden"])
         return
     found.facts.corpus = corpus
     if "golden" not in config.groups:
@@ -142,12 +146,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "overrides", nargs="*", help="as for ragsweep, e.g. corpus=handbook sweep=chunking"
     )
+    # Accepted so that a run's command line can be checked as typed (``ragsweep check -m
+    # sweep=chunking -v``); check reads the sweep file whenever sweep= is given.
+    parser.add_argument("-m", "--multirun", action="store_true", help="ignored (as typed)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="ignored (as typed)")
     return parser
 
 
 def main(argv: Sequence[str]) -> int:
     """``ragsweep check``: 0 and a summary, or 2 and every problem found."""
-    args = build_parser().parse_args(list(argv))
+    args = build_parser().parse_intermixed_args(list(argv))
     found = run_checks(args.overrides)
     if found.problems:
         print(render_problems(found.problems, terminal_width()), file=sys.stderr)

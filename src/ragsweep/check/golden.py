@@ -17,8 +17,14 @@ from ragsweep.check.problems import Problem
 from ragsweep.config.schema import GoldenConfig
 from ragsweep.core.errors import GoldenError
 from ragsweep.data.corpus import Corpus
-from ragsweep.data.golden import GoldenCase, GoldenSet, parse_case, read_golden_bytes
-from ragsweep.data.golden_lines import Where
+from ragsweep.data.golden import (
+    CASE_FIELDS,
+    GoldenCase,
+    GoldenSet,
+    parse_case,
+    read_golden_bytes,
+)
+from ragsweep.data.golden_lines import Where, reject_unknown_fields, required_text
 
 
 @dataclass(frozen=True)
@@ -88,3 +94,47 @@ def _duplicates(path: Path, cases: list[GoldenCase]) -> list[Problem]:
             )
         first.setdefault(case.id, case.line)
     return problems
+
+
+def check_golden_alone(cfg: GoldenConfig) -> tuple[Problem, ...]:
+    """When the corpus cannot be read: the golden file's problems that need no documents
+    (not UTF-8, invalid JSON, unknown fields, no id or question, duplicate ids), then one
+    line saying that evidence and scopes were not checked, so a corpus problem does not
+    hide the golden set's own."""
+    path = Path(cfg.path)
+    try:
+        text = _decoded(path, read_golden_bytes(path))
+    except GoldenError as exc:
+        return (Problem("", str(exc)),)
+    problems: list[Problem] = []
+    first: dict[str, int] = {}
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            case_id = _case_id(json.loads(line), Where(str(path), line_no))
+        except json.JSONDecodeError as exc:
+            message = f"invalid JSON ({exc.msg} at column {exc.colno})"
+            problems.append(Problem(f"{path}:{line_no}", message))
+            continue
+        except GoldenError as exc:
+            problems.append(Problem("", str(exc)))
+            continue
+        if case_id in first:
+            message = f"case {case_id!r}: duplicate id (first defined on line {first[case_id]})"
+            problems.append(Problem(f"{path}:{line_no}", message))
+        first.setdefault(case_id, line_no)
+    note = "evidence and scopes not checked: the corpus could not be read (see above)"
+    return (*problems, Problem(str(path), note))
+
+
+def _case_id(record: object, where: Where) -> str:
+    """A line's case id, after the checks that need no corpus."""
+    if not isinstance(record, dict):
+        raise where.error(f"expected a JSON object, got {type(record).__name__}")
+    raw_id = record.get("id")
+    if isinstance(raw_id, str) and raw_id.strip():
+        where = Where(where.path, where.line, raw_id)
+    reject_unknown_fields(record, CASE_FIELDS, "field", where)
+    required_text(record, "question", where)
+    return required_text(record, "id", where)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ragsweep.check.problems import Problem
 from ragsweep.core.names import SPLITS
 from ragsweep.core.terminal import DEFAULT_WIDTH, wrap
+from ragsweep.eval.power import PowerAssumptions, detectable_difference, power_remark
 from ragsweep.run.describe import STEPS, describe
 
 if TYPE_CHECKING:
@@ -75,14 +76,34 @@ def _golden_lines(golden: GoldenSet) -> list[str]:
     ]
     totals = Counter(case.split for case in golden.cases)
     total = f"  {'all':<{width}}" + "".join(f"{totals[s]:>9}" for s in SPLITS)
-    return [f"{len(golden.cases)} cases  {golden.path}", header, *rows, total]
+    return [f"{len(golden.cases)} cases  {golden.path}", header, *rows, total, *_power(golden)]
+
+
+def _power(golden: GoldenSet) -> list[str]:
+    """Per split, the smallest difference a paired test detects on its answerable cases
+    (:mod:`ragsweep.eval.power`), and a warning for a split that detects none."""
+    answerable = Counter(case.split for case in golden.cases if case.answerable)
+    assumptions = PowerAssumptions()
+    figures = []
+    for split in SPLITS:
+        mde = detectable_difference(answerable[split], assumptions)
+        figures.append(f"{split} {'none' if mde is None else f'{mde:.3f}'}")
+    lines = [f"detectable difference (80% power, ragsweep-golden stats): {', '.join(figures)}"]
+    for split in SPLITS:
+        remark = power_remark(answerable[split], None, assumptions)
+        if remark is not None:
+            lines.append(f"warning: the {split} split's {remark}")
+    return lines
 
 
 def _chunk_lines(chunks: Sequence[tuple[str, int]], sweeping: bool) -> list[str]:
     width = max((len(label) for label, _ in chunks), default=0)
     lines = [f"{label:<{width}}  {count:>7,}" for label, count in chunks]
     if sweeping:
-        lines.append("(sweep values on the sweep's baseline; counted in memory, nothing indexed)")
+        lines.append(
+            "(each sweep value on the sweep's baseline, not on what earlier axes will choose; "
+            "counted in memory, nothing indexed)"
+        )
     return lines
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from ragsweep.cli.errors import USER_ERROR_STATUS
+from ragsweep.cli.errors import reported_errors
 from ragsweep.config.app import compose, plain_config
 from ragsweep.config.schema import TrackingConfig, from_mapping
 from ragsweep.core.errors import RagsweepError
@@ -66,11 +65,8 @@ class Found:
 def main(argv: Sequence[str]) -> int:
     """``ragsweep best``: see module docstring; returns the exit status."""
     args = _parser().parse_args(list(argv))
-    try:
+    with reported_errors():  # a bad project config: error: ..., status 2, no traceback
         found = find(args.target, args.tracking_uri)
-    except RagsweepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return USER_ERROR_STATUS
     if args.json:
         print(json.dumps(best_json(found), indent=2, ensure_ascii=False))
     else:
@@ -129,12 +125,21 @@ def last_sweep_dir(multirun: Path) -> Path:
         reverse=True,
     )
     for path in results:
-        if _read_result(path).get("complete"):
+        if _complete(path):
             return path.parent
     raise BestError(
         f"no finished sweep under {multirun} (run one: ragsweep -m sweep=NAME; a grid has "
         f"no {RESULT_FILE}, its table is in its folder's {SUMMARY_FILE})"
     )
+
+
+def _complete(path: Path) -> bool:
+    """Whether ``path`` is a finished sweep's result; one that cannot be read or parsed
+    (a sweep killed while writing it, a stray file) is passed over, not fatal."""
+    try:
+        return bool(_read_result(path).get("complete"))
+    except BestError:
+        return False
 
 
 def from_folder(folder: Path) -> Found:
@@ -211,16 +216,23 @@ def _finished(result: dict[str, Any], source: str) -> dict[str, Any]:
 
 def axis_decisions(result: Mapping[str, Any]) -> list[str]:
     """Per axis: ``1. chunking.size: 800 (start 400: +0.108 [+0.058, +0.161], p <0.001)``."""
-    lines = []
-    for number, axis in enumerate(result["axes"], start=1):
+    lines: list[tuple[int, str]] = [
+        (
+            skipped["number"],
+            f"{skipped['number']}. {skipped['axis']}: skipped ({skipped['reason']})",
+        )
+        for skipped in result.get("skipped") or []
+    ]
+    for index, axis in enumerate(result["axes"], start=1):
+        number = axis.get("number") or index  # not recorded before: file order
         trials = axis["trials"]
         chosen = next((t for t in trials if t["value"] == axis["chosen"]), None)
         start = next((t for t in trials if t.get("incumbent")), None)
         text = f"{number}. {axis['axis']}: {axis['chosen']}"
         if chosen is not None and chosen.get("objective") is not None:
             text += f" ({result['objective']} {chosen['objective']:.4f})"
-        lines.append(text + _against_start(chosen, start))
-    return lines
+        lines.append((number, text + _against_start(chosen, start)))
+    return [line for _, line in sorted(lines, key=lambda item: item[0])]
 
 
 def _against_start(chosen: Mapping[str, Any] | None, start: Mapping[str, Any] | None) -> str:

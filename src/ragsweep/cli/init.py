@@ -209,7 +209,8 @@ def project_yaml(name: str) -> str:
         "# This project's defaults: every ragsweep command run in this folder uses its corpus\n"
         "# and golden set (a command-line corpus=/golden= still wins). Without this file,\n"
         "# ragsweep uses its bundled demo data. More `override /GROUP: OPTION` lines may\n"
-        "# follow (e.g. `- override /chunking: heading`).\n"
+        "# follow (e.g. `- override /chunking: heading`), and values after the list\n"
+        "# (e.g. `chunking: {size: 400}`) replace the packaged defaults too.\n"
         f"defaults:\n  - override /corpus: {name}\n  - override /golden: {name}\n"
     )
 
@@ -290,7 +291,10 @@ MLflow store, caches) go to `outputs/` here.
        ragsweep
        ragsweep -m sweep={name}
 
-5. Compare the runs: `mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db`.
+5. See which configuration won, and compare the runs in the MLflow UI:
+
+       ragsweep best
+       ragsweep ui
 
 A file under `conf/` adds an option to ragsweep's defaults or replaces the one with the
 same group and name (e.g. `conf/eval/default.yaml`). This prints the composed config:
@@ -396,15 +400,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def next_steps(project: Path, name: str, retriever: bool) -> str:
     """What to run next, printed after the files written."""
-    lines = [
-        f"next: cd {project}",
-        f"  ragsweep check sweep={name}   validate everything, run nothing",
-        "  ragsweep                       one run on your documents",
-        f"  ragsweep -m sweep={name}      one axis at a time",
+    commands = [
+        (f"ragsweep check sweep={name}", "validate everything, run nothing"),
+        ("ragsweep", "one run on your documents"),
+        (f"ragsweep -m sweep={name}", "one axis at a time"),
+        ("ragsweep best", "the configuration the sweep chose"),
+        ("ragsweep ui", "compare the runs in the MLflow UI"),
     ]
+    width = max(len(command) for command, _ in commands)
+    lines = [_next_line(project), *(f"  {c:<{width}}   {what}" for c, what in commands)]
     if retriever:
         lines.append(f"  {EXAMPLE_RETRIEVER_COMMAND}")
     return "\n".join([*lines, "(see README.md)"])
+
+
+def _next_line(project: Path) -> str:
+    """``next: cd PROJECT`` (``next, in this folder:`` when already there)."""
+    return "next, in this folder:" if project == Path.cwd().resolve() else f"next: cd {project}"
 
 
 def main(argv: Sequence[str]) -> int:
@@ -430,7 +442,7 @@ def main(argv: Sequence[str]) -> int:
     for path in written:
         print(f"wrote {path}")
     if only_example:
-        print(f"\nnext: cd {project}\n  {EXAMPLE_RETRIEVER_COMMAND}")
+        print(f"\n{_next_line(project)}\n  {EXAMPLE_RETRIEVER_COMMAND}")
     else:
         print("\n" + next_steps(project, args.name, retriever))
     return 0

@@ -49,6 +49,7 @@ from ragsweep.config.app import (
     register_resolvers,
 )
 from ragsweep.core.errors import RagsweepError
+from ragsweep.core.names import VERBOSE_KEY
 from ragsweep.core.terminal import say
 from ragsweep.run.config import resolve
 from ragsweep.run.names import RunOrigin, launch_origin, result_overrides
@@ -56,8 +57,6 @@ from ragsweep.run.pipeline import run_evaluation
 from ragsweep.run.report import job_line
 
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
-VERBOSE_KEY = "verbose"
-"""``verbose=true`` (or ``-v``): each job of ``-m`` prints its whole summary, not one line."""
 VERBOSE_FLAGS = ("-v", "--verbose")
 
 

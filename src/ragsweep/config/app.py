@@ -81,7 +81,7 @@ def project_defaults_file(root: Path | None = None) -> Path:
 
 def import_project() -> str:
     """Make the project's modules importable: its folder goes at the *end* of ``sys.path``
-    (once), so ``_target_=retrievers.example.KeywordRetriever`` imports the project's
+    (once), so ``_target_=retrievers.example.TfidfRetriever`` imports the project's
     ``retrievers/example.py``, while a stray ``yaml.py`` or ``mlflow.py`` among the user's
     files cannot shadow an installed package. Returns the folder."""
     root = project_root()

@@ -35,3 +35,12 @@ RECORD_FILE = "record.json"
 """Everything needed to log the run later (``ragsweep-log RUN_DIR``)."""
 TABLE_FILE = "cases_table.json"
 """The per-case table the MLflow UI shows."""
+
+# --- top-level config keys that are not part of a configuration -----------------------------
+
+SWEEP_KEY = "sweep"
+"""``sweep=NAME``: which sweep file ``-m`` runs (conf/sweep/)."""
+VERBOSE_KEY = "verbose"
+"""``verbose=true`` (``-v``): each job of ``-m`` prints its whole summary, not one line."""
+NOT_REPRODUCED = frozenset({SWEEP_KEY, VERBOSE_KEY})
+"""Override keys a ``reproduce:`` command leaves out: they choose how to run, not what."""

@@ -10,6 +10,7 @@ over the document, fast enough for a large one), described by its line, its simi
 from __future__ import annotations
 
 import difflib
+import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ PASSAGE_PREVIEW_CHARS = 60
 MIN_SIMILARITY = 50
 """Below this similarity (0-100) no passage is shown: nothing in the document is close."""
 _MIN_SLACK = 8
+LINE_BREAK = re.compile(r"\r\n?|\n")
+"""A line break as editors count lines: LF, CRLF or a lone CR."""
 _CONTROL_NAMES = {"\t": "CHARACTER TABULATION", "\n": "LINE FEED", "\r": "CARRIAGE RETURN"}
 
 
@@ -47,7 +50,7 @@ def describe_closest(text: str, quote: str) -> str:
         return "the document has no text to compare the quote with"
     window, score = _best_window(needle.text, doc.text)
     raw_start, raw_end = doc.source_span(window.d_start, max(window.d_end, window.d_start + 1))
-    line = text.count("\n", 0, raw_start) + 1
+    line = len(LINE_BREAK.findall(text, 0, raw_start)) + 1
     if score < MIN_SIMILARITY or window.d_end <= window.d_start:
         return (
             f"no passage of the document is close to it "

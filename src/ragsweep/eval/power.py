@@ -79,3 +79,31 @@ def detectable_difference(n_cases: int, assumptions: PowerAssumptions) -> float 
     z = NormalDist().inv_cdf
     mde = (z(1 - a.alpha / 2) + z(a.power)) * math.sqrt(a.discordance / n_cases) + 1 / n_cases
     return mde if mde <= 1.0 else None
+
+
+def power_remark(
+    n_cases: int, difference: float | None, assumptions: PowerAssumptions | None = None
+) -> str | None:
+    """One sentence when a paired test on ``n_cases`` answerable cases could not have
+    detected ``difference`` (None: any difference), else None: either no difference is
+    detectable at all, or ``difference`` is smaller than :func:`detectable_difference`.
+    Said where a decision is taken (promotion, compare, ``ragsweep check``), so that an
+    INCONCLUSIVE verdict is read as "this set is too small", not as "no difference"."""
+    a = assumptions or PowerAssumptions()
+    mde = detectable_difference(n_cases, a)
+    if mde is None:
+        return (
+            f"{n_cases} answerable cases can detect no difference (a paired test needs at "
+            f"least {min_discordant(a.alpha)} cases that change; with "
+            f"{a.discordance:.0%} of cases changing that takes "
+            f"{math.ceil(min_discordant(a.alpha) / a.discordance)} cases): a verdict here can "
+            "only be INCONCLUSIVE; add cases (ragsweep-golden stats)"
+        )
+    if difference is not None and abs(difference) < mde:
+        return (
+            f"a difference of {abs(difference):.3f} is below the {mde:.3f} that "
+            f"{n_cases} answerable cases detect with {a.power:.0%} power at alpha {a.alpha:g} "
+            "(ragsweep-golden stats): INCONCLUSIVE is the expected verdict, not evidence of "
+            "no difference"
+        )
+    return None

@@ -17,10 +17,12 @@ from typing import Any
 
 from ragsweep.config.schema import EvalConfig, from_mapping
 from ragsweep.core import tags as tag
+from ragsweep.core.errors import RagsweepError
 from ragsweep.core.terminal import fit_markdown, markdown_table
 from ragsweep.eval import measures
 from ragsweep.eval.measures import HIT, Measure
 from ragsweep.eval.metric_keys import N_ANSWERABLE
+from ragsweep.eval.power import PowerAssumptions, power_remark
 from ragsweep.eval.scoring import CaseResult, RetrievedChunk, summarize
 from ragsweep.eval.stats import PairedTest, paired_randomization_test
 from ragsweep.release.errors import ComparisonError
@@ -99,6 +101,21 @@ class Comparison:
     latency: dict[str, Delta]
     mismatches: tuple[str, ...]
     unpaired: tuple[str, ...]
+    tuning_delta: float | None = None
+    """For two promoted (holdout) runs: the metric's difference between the tuning runs
+    they were promoted from (None otherwise)."""
+
+    @property
+    def power(self) -> str | None:
+        """When the test could not have detected the difference seen on tuning (or, for
+        runs not promoted, the one seen here): :func:`ragsweep.eval.power.power_remark`."""
+        if self.verdict != "inconclusive":
+            return None
+        seen = self.tuning_delta if self.tuning_delta is not None else self.test.mean_difference
+        remark = power_remark(self.n_answerable, seen, PowerAssumptions(alpha=self.alpha))
+        if remark is None or self.tuning_delta is None:
+            return remark
+        return f"on tuning the difference was {self.tuning_delta:+.4f}; {remark}"
 
     @property
     def verdict(self) -> str:
@@ -164,6 +181,8 @@ class Comparison:
             "unpaired": list(self.unpaired),
             "verdict": self.verdict,
             "decision": self.decision(),
+            "tuning_delta": self.tuning_delta,
+            "power": self.power,
         }
 
 
@@ -235,7 +254,24 @@ def compare_runs(
         latency=_deltas(base_summary.extra, cand_summary.extra, LATENCY_KEYS),
         mismatches=mismatches,
         unpaired=tuple(unpaired),
+        tuning_delta=_tuning_delta(store, baseline, candidate, metric),
     )
+
+
+def _tuning_delta(
+    store: RunStore, baseline: LoggedRun, candidate: LoggedRun, metric: str
+) -> float | None:
+    """candidate − baseline on ``metric`` between the tuning runs two promoted runs came
+    from (None: not both promoted, or a tuning run or its metric is gone)."""
+    sources = [run.tags.get(tag.PROMOTED_FROM) for run in (baseline, candidate)]
+    if not all(sources):
+        return None
+    try:
+        values = [store.get(str(source)).metrics.get(metric) for source in sources]
+    except RagsweepError:
+        return None
+    base, cand = values
+    return None if base is None or cand is None else cand - base
 
 
 def _comparable_cases(
@@ -342,7 +378,10 @@ def render_markdown(comparison: Comparison) -> str:
     lines += [f"- **differs**: {m}" for m in c.mismatches]
     if c.unpaired:
         lines.append(f"- **in one run only (left out)**: {', '.join(c.unpaired)}")
-    lines += ["", f"**{c.decision()}**", "", "## Overall (mean over answerable cases)", ""]
+    lines += ["", f"**{c.decision()}**", ""]
+    if c.power is not None:
+        lines += [f"Power: {c.power}.", ""]
+    lines += ["## Overall (mean over answerable cases)", ""]
     lines.append(
         markdown_table(
             ["metric", "baseline", "candidate", "Δ"],

@@ -36,7 +36,8 @@ from ragsweep.core.names import HOLDOUT, TUNING
 from ragsweep.core.terminal import fit_markdown, markdown_table, say
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import load_golden
-from ragsweep.eval.metric_keys import by_type_key, type_names
+from ragsweep.eval.metric_keys import N_ANSWERABLE, by_type_key, type_names
+from ragsweep.eval.power import PowerAssumptions, detectable_difference, power_remark
 from ragsweep.release.errors import PromotionError
 from ragsweep.release.store import LoggedRun, RunStore
 from ragsweep.run.config import ResolvedConfig, RunConfig, config_hash, resolve
@@ -259,6 +260,7 @@ def render_report(
         f"- **holdout run**: `{holdout.run_id or 'not logged'}`",
         f"- **config hash (holdout)**: {holdout.config_hash[:12]}",
         f"- **holdout usage**: {usage.message()}",
+        f"- **holdout power**: {holdout_power(summary.counts.get(N_ANSWERABLE, 0))}",
         "",
         "## Overall (mean over answerable cases)",
         "",
@@ -269,6 +271,20 @@ def render_report(
         markdown_table(["type", *header], by_type),
     ]
     return fit_markdown("\n".join(lines)) + "\n"
+
+
+def holdout_power(n_answerable: int) -> str:
+    """What the holdout can tell apart: the difference its answerable cases detect
+    (:mod:`ragsweep.eval.power`), or that it detects none."""
+    remark = power_remark(n_answerable, None)
+    if remark is not None:
+        return remark
+    mde = detectable_difference(n_answerable, PowerAssumptions())
+    return (
+        f"{n_answerable} answerable cases detect a difference of {mde:.3f} or more with 80% "
+        "power (ragsweep-golden stats): a tuning gain smaller than that cannot be confirmed "
+        "by comparing holdout runs (ragsweep-compare)"
+    )
 
 
 def _logged_types(run: LoggedRun) -> set[str]:

@@ -12,13 +12,18 @@ from dataclasses import dataclass, field
 
 from ragsweep.core.registry import did_you_mean
 from ragsweep.sweep.compose import Composed, Composer
-from ragsweep.sweep.factors import Factors, describe, other_factors, refusal_hint, varied
+from ragsweep.sweep.factors import (
+    MAX_LISTED,
+    Factors,
+    describe,
+    other_factors,
+    refusal_hint,
+    varied,
+)
 from ragsweep.sweep.lines import located
 from ragsweep.sweep.spec import Axis, Point, SweepFileError, SweepSpec
 
 COMMAND_LINE = "command line"
-MAX_LISTED = 4
-"""Keys listed with their values in a refusal (the rest are named only)."""
 
 
 @dataclass(frozen=True)
@@ -90,13 +95,16 @@ def axis_where(spec: SweepSpec, number: int, axis: Axis) -> str:
 
 def _baseline_problem(composer: Composer, error: str) -> SweepProblem:
     """An invalid baseline, blamed on the command line when it alone fails, else on the
-    sweep file's first baseline entry that fails with it."""
+    first sweep-file baseline entry whose addition (to the entries above it, as the file
+    composes them, and the command line) makes composition fail."""
     alone = composer.compose(composer.command_line)
     if alone.error is not None:
         return SweepProblem(COMMAND_LINE, alone.error)
     spec = composer.spec
+    prefix: dict[str, str] = {}
     for key, text in spec.baseline:
-        entry = composer.compose({key: f"{key}={text}", **composer.command_line})
+        prefix[key] = f"{key}={text}"
+        entry = composer.compose({**prefix, **composer.command_line})
         if entry.error is not None:
             where = located(spec.path, ["baseline", key])
             return SweepProblem(where, f"baseline {key}: {entry.error}")
@@ -191,7 +199,7 @@ def factors_tag(spec: SweepSpec, multi_factor: Mapping[int, Factors]) -> str:
 def factors_note(spec: SweepSpec, number: int, axis: Axis, found: Factors) -> str:
     """What an axis that allows several factors prints before the first job."""
     return f"axis {number}/{len(spec.axes)} {axis.label} (allow_multi_factor) also changes:\n" + (
-        "\n".join(f"  {line}" for line in describe(found))
+        "\n".join(f"  {line}" for line in describe(found, MAX_LISTED))
     )
 
 
@@ -199,11 +207,7 @@ def refusal(number: int, axis: Axis, found: Factors) -> str:
     """A few lines: what else the axis changes (at most :data:`MAX_LISTED` keys with their
     values) and the fix."""
     keys = ", ".join(found)
-    lines = describe(dict(list(found.items())[:MAX_LISTED]))
-    more = len(found) - MAX_LISTED
-    listed = "".join(f"\n    {line}" for line in lines)
-    if more > 0:
-        listed += f"\n    ... and {more} more"
+    listed = "".join(f"\n    {line}" for line in describe(found, MAX_LISTED))
     return (
         f"axis {number} ({axis.label}) is not one factor: its values also differ in "
         f"{keys}:{listed}\n{refusal_hint(axis, found)}"

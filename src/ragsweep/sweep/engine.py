@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from ragsweep.core import tags as tag
-from ragsweep.core.names import FAILED, FINISHED, KILLED
+from ragsweep.core.names import FAILED, FINISHED, KILLED, NOT_REPRODUCED
 from ragsweep.core.terminal import say
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import load_golden
@@ -47,7 +47,15 @@ from ragsweep.sweep.report import (
     runner_up_text,
     summary_markdown,
 )
-from ragsweep.sweep.result import RESULT_FILE, AxisResult, FinalConfig, Status, SweepResult, Trial
+from ragsweep.sweep.result import (
+    RESULT_FILE,
+    AxisResult,
+    FinalConfig,
+    SkippedAxis,
+    Status,
+    SweepResult,
+    Trial,
+)
 from ragsweep.sweep.runs import SweepRuns, sweep_digest
 from ragsweep.sweep.select import AxisDecision, Candidate, NoObjectiveError, decide
 from ragsweep.sweep.spec import Axis, Point, SweepSpec
@@ -164,11 +172,12 @@ class SweepRun:
 
     def _skip_axis(self, number: int, axis: Axis, missing: Sequence[str]) -> None:
         """An axis over keys that only another choice brings in (``embedding.options.alpha``
-        when a hybrid was not chosen) is skipped, with a note."""
+        when a hybrid was not chosen) is skipped, with a note (and in the result)."""
+        skipped = SkippedAxis(number, axis, tuple(missing))
+        self.state.skipped.append(skipped)
         say(
             self.console,
-            f"axis {number}/{len(self.spec.axes)} {axis.label}: skipped: the configuration "
-            f"chosen so far has no {', '.join(missing)}",
+            f"axis {number}/{len(self.spec.axes)} {axis.label}: skipped: {skipped.reason}",
             style="yellow",
         )
 
@@ -280,7 +289,9 @@ class SweepRun:
         try:
             decision = decide(candidates, incumbent_at, self.spec.settings)
         except NoObjectiveError:
-            self.state.axes.append(AxisResult(axis, tuple(trials), None, other_factors=factors))
+            self.state.axes.append(
+                AxisResult(axis, tuple(trials), None, other_factors=factors, number=number)
+            )
             raise NoObjectiveError(
                 f"axis {number} ({axis.label}): every value failed or was invalid"
             ) from None
@@ -295,6 +306,7 @@ class SweepRun:
             decision.runner_up,
             decision.distinguishable,
             factors,
+            number,
         )
 
     def _candidate(self, trial: Trial) -> Candidate:
@@ -353,7 +365,9 @@ class SweepRun:
         assert composed.config_hash is not None and composed.resolved is not None
         known = self.state.evaluated[composed.config_hash]
         return FinalConfig(
-            overrides=tuple(line for key, line in current.overrides.items() if key != "sweep"),
+            overrides=tuple(
+                line for key, line in current.overrides.items() if key not in NOT_REPRODUCED
+            ),
             objective=known.objective,
             config_hash=composed.config_hash,
             run_id=known.run_id,
@@ -369,6 +383,7 @@ class SweepRun:
             final=final,
             parent_run_id=self.runs.parent_id if self.runs else None,
             sweep_dir=self.sweep_dir,
+            skipped=tuple(self.state.skipped),
         )
         files = [
             result.write_yaml(self.sweep_dir / RESULT_FILE),

@@ -31,6 +31,10 @@ ABSENT = "(unset)"
 Factors = dict[str, dict[str, str]]
 """Config key → value label (``fixed``) → that value's setting of the key, as text."""
 
+MAX_LISTED = 4
+"""Keys listed with their values in a refusal or note (the rest are counted: all are in
+``sweep_result.yaml``, ``other_factors``)."""
+
 
 def result_values(resolved: ResolvedConfig) -> dict[str, Any]:
     """Every result-affecting value of a composed config by dotted key: exactly what the
@@ -129,13 +133,17 @@ def refusal_hint(axis: Axis, found: Factors) -> str:
     )
 
 
-def describe(factors: Factors) -> list[str]:
-    """One line per key: ``chunking.size = 800 for fixed, paragraph; 1200 for heading``."""
+def describe(factors: Factors, limit: int | None = None) -> list[str]:
+    """One line per key: ``chunking.size = 800 for fixed, paragraph; 1200 for heading``;
+    with ``limit``, the first ``limit`` keys and ``... and N more``."""
     lines = []
-    for key, texts in factors.items():
+    listed = list(factors.items())[:limit]
+    for key, texts in listed:
         by_value: dict[str, list[str]] = {}
         for label, text in texts.items():
             by_value.setdefault(text, []).append(label)
         parts = "; ".join(f"{text} for {', '.join(labels)}" for text, labels in by_value.items())
         lines.append(f"{key} = {parts}")
+    if len(factors) > len(listed):
+        lines.append(f"... and {len(factors) - len(listed)} more")
     return lines

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ragsweep.core.errors import ConfigError
-from ragsweep.core.names import CASES_FILE
+from ragsweep.core.names import CASES_FILE, NOT_REPRODUCED
 from ragsweep.core.terminal import command_lines, markdown_table, wrap
 from ragsweep.eval import measures
 from ragsweep.eval.metric_keys import N_ANSWERABLE
@@ -120,9 +120,10 @@ def _row(index: int, ret: Any, default_objective: str) -> GridRow:
     if ret.cfg is not None and "eval" in ret.cfg:
         objective = str(ret.cfg.eval.get("objective", default_objective))
     figures = run_objective(run_dir, objective) if run_dir is not None else None
-    return GridRow(
-        job, tuple(ret.overrides or ()), objective, float(ret.return_value), figures, run_dir
+    overrides = tuple(
+        line for line in ret.overrides or () if line.partition("=")[0] not in NOT_REPRODUCED
     )
+    return GridRow(job, overrides, objective, float(ret.return_value), figures, run_dir)
 
 
 def _direction(objective: str) -> str:

@@ -13,8 +13,8 @@ import yaml
 Part = str | int
 """A step of a key path: a mapping key (``chunking.size``) or a list index."""
 
-_PATH = re.compile(r"^sweep((?:\.[^\s:\[]+|\[\d+\])+)")
-_STEP = re.compile(r"\.([^\s.\[]+)|\[(\d+)\]")
+_PATH = re.compile(r"^sweep((?:\.[^\s:\[=]+|\[\d+\])+)")
+_STEP = re.compile(r"\.([^\s.\[=]+)|\[(\d+)\]")
 
 
 def node_line(path: Path, parts: Sequence[Part]) -> int | None:

@@ -67,10 +67,10 @@ def child_note(
         f"objective `{spec.objective}` ({spec.direction}).",
         "",
     ]
-    for number, axis_result in enumerate(axes, start=1):
+    for axis_result in axes:
         for index, trial in enumerate(axis_result.trials):
             if trial.run_id == run_id:
-                lines.append(_axis_line(number, axis_result, index))
+                lines.append(_axis_line(axis_result.number, axis_result, index))
     if config_line:
         lines += ["", config_line]
     return "\n".join(lines)
@@ -114,7 +114,7 @@ def parent_note(result: SweepResult, experiment_id: str, best_name: str | None =
         lines.append(f"Reproduce: `ragsweep {' '.join(final.overrides)}`")
     else:
         lines.append("The sweep did not complete: no best run.")
-    rows = [_decision_row(n, a) for n, a in enumerate(result.axes, start=1)]
+    rows = [_decision_row(a.number, a) for a in result.axes]
     if rows:
         header = ["axis", "chosen", spec.objective, "runner-up", "Δ runner-up − chosen", "p"]
         cells = [[cell.replace("|", "\\|") for cell in row] for row in rows]

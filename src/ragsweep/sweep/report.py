@@ -18,7 +18,7 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from ragsweep.core.terminal import command_lines, markdown_table, wrap
-from ragsweep.sweep.factors import describe
+from ragsweep.sweep.factors import MAX_LISTED, describe
 from ragsweep.sweep.paired import INTERVAL_LEVEL, PairedDifference, Unpaired
 from ragsweep.sweep.result import RESULT_FILE, AxisResult, SweepResult, Trial
 
@@ -69,8 +69,12 @@ def _value(axis_result: AxisResult, index: int) -> str:
 def table_rows(result: SweepResult) -> list[list[list[str]]]:
     """Per axis, a header row (the axis) then the rows ``[value, mean, Δ, interval, p,
     note]`` in trial order."""
-    sections = []
-    for number, axis_result in enumerate(result.axes, start=1):
+    sections: list[tuple[int, list[list[str]]]] = [
+        (s.number, [[f"{s.number}. {s.axis.label}", *[""] * (len(COLUMNS) - 2), "skipped"]])
+        for s in result.skipped
+    ]
+    for axis_result in result.axes:
+        number = axis_result.number
         multi = " (multi-factor)" if axis_result.other_factors else ""
         rows = [[f"{number}. {axis_result.axis.label}{multi}", *[""] * (len(COLUMNS) - 1)]]
         for index, trial in enumerate(axis_result.trials):
@@ -78,8 +82,8 @@ def table_rows(result: SweepResult) -> list[list[list[str]]]:
             rows.append(
                 [_value(axis_result, index), objective, *_paired_cells(trial), _note(trial)]
             )
-        sections.append(rows)
-    return sections
+        sections.append((number, rows))
+    return [rows for _, rows in sorted(sections, key=lambda section: section[0])]
 
 
 def runner_up_text(axis_result: AxisResult, alpha: float) -> str:
@@ -115,10 +119,13 @@ def _title(result: SweepResult) -> list[str]:
 
 def _footer(result: SweepResult) -> list[str]:
     lines = _undistinguished_lines(result) + _error_lines(result) + _unpaired_lines(result)
-    for number, axis_result in enumerate(result.axes, start=1):
+    lines += [f"axis {s.number} ({s.axis.label}) skipped: {s.reason}" for s in result.skipped]
+    for axis_result in result.axes:
         if axis_result.other_factors:
-            lines.append(f"axis {number} ({axis_result.axis.label}) also changes (allowed):")
-            lines += [f"  {line}" for line in describe(axis_result.other_factors)]
+            lines.append(
+                f"axis {axis_result.number} ({axis_result.axis.label}) also changes (allowed):"
+            )
+            lines += [f"  {line}" for line in describe(axis_result.other_factors, MAX_LISTED)]
     if result.final is not None:
         lines.append(f"final {result.spec.objective} = {result.final.objective:.4f}")
         lines.append(REPRODUCE + " ".join(result.final.overrides))
@@ -234,8 +241,8 @@ def plot_objective_by_axis(result: SweepResult, path: Path) -> Path:
         squeeze=False,
         gridspec_kw={"width_ratios": widths},
     )
-    for number, (panel, axis_result) in enumerate(zip(panels[0], result.axes, strict=False), 1):
-        _bars(panel, axis_result, number)
+    for panel, axis_result in zip(panels[0], result.axes, strict=False):
+        _bars(panel, axis_result, axis_result.number)
     panels[0][0].set_ylabel(f"{result.spec.objective} ({_cases_text(result) or 'mean'})")
     fig.suptitle("\n".join(plot_title(result)), fontsize=9)
     fig.tight_layout()

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import yaml
 
+from ragsweep.core.atomic import write_text_atomic
 from ragsweep.sweep.factors import Factors
 from ragsweep.sweep.paired import Paired
 from ragsweep.sweep.spec import Axis, Point, SweepSpec
@@ -76,6 +77,8 @@ class AxisResult:
     runner_up: int | None = None
     distinguishable: bool | None = None
     other_factors: Factors = field(default_factory=dict)
+    number: int = 0
+    """The axis' position in the sweep file, from 1 (0: not known)."""
 
     @property
     def best(self) -> Trial | None:
@@ -88,6 +91,7 @@ class AxisResult:
     def to_dict(self) -> dict[str, Any]:
         best = self.best
         return {
+            "number": self.number,
             "axis": self.axis.label,
             "chosen": self.label(self.chosen),
             "objective": None if best is None else best.objective,
@@ -98,6 +102,22 @@ class AxisResult:
             "other_factors": self.other_factors,
             "trials": [t.to_dict() for t in self.trials],
         }
+
+
+@dataclass(frozen=True)
+class SkippedAxis:
+    """An axis not swept because the configuration chosen before it lacks its keys."""
+
+    number: int
+    axis: Axis
+    missing: tuple[str, ...]
+
+    @property
+    def reason(self) -> str:
+        return f"the configuration chosen so far has no {', '.join(self.missing)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "axis": self.axis.label, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -122,6 +142,7 @@ class SweepResult:
     final: FinalConfig | None
     parent_run_id: str | None
     sweep_dir: Path
+    skipped: tuple[SkippedAxis, ...] = ()
 
     @property
     def trail(self) -> list[dict[str, Any]]:
@@ -163,10 +184,11 @@ class SweepResult:
             "trail": self.trail,
             "final": final,
             "axes": [a.to_dict() for a in self.axes],
+            "skipped": [s.to_dict() for s in self.skipped],
         }
 
     def write_yaml(self, path: Path) -> Path:
-        path.write_text(
-            yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True), encoding="utf-8"
-        )
+        """Write the result as a whole (``ragsweep best`` may read it meanwhile)."""
+        text = yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
+        write_text_atomic(path, text)
         return path

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ragsweep.sweep.compose import Composed
 from ragsweep.sweep.paired import CaseValues, Unpaired
-from ragsweep.sweep.result import AxisResult, Status
+from ragsweep.sweep.result import AxisResult, SkippedAxis, Status
 from ragsweep.sweep.spec import Point
 
 
@@ -44,6 +44,7 @@ class SweepState:
     evaluated: dict[str, Evaluation] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     axes: list[AxisResult] = field(default_factory=list)
+    skipped: list[SkippedAxis] = field(default_factory=list)
     next_job: int = 0
     cases: dict[str, CaseValues | Unpaired] = field(default_factory=dict)
 

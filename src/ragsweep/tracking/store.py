@@ -428,8 +428,15 @@ def open_client(uri: str, cfg: TrackingConfig | None = None) -> Any:
     return client
 
 
+PROGRESS_BAR_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+"""MLflow's "Downloading artifacts" bars: off unless stderr is a terminal (or the user set it)."""
+
+
 def _client(uri: str, cfg: TrackingConfig | None) -> Any:
     from mlflow.tracking import MlflowClient
+
+    if not sys.stderr.isatty():  # a pipe or a log file: no bar drawn line after line
+        os.environ.setdefault(PROGRESS_BAR_ENV, "false")
 
     try:
         return MlflowClient(tracking_uri=uri)
