@@ -1,4 +1,6 @@
-"""Corpus loading: a directory of text/Markdown files or a JSONL file of documents.
+"""Corpus loading: a directory of text/Markdown (and HTML, PDF, DOCX) files or a JSONL
+file of documents. HTML, PDF and DOCX files are read by their parser
+(:mod:`ragsweep.data.parsers`); a file that gives no text is a warning, not an error.
 
 Document ids are stable: the POSIX path relative to the corpus directory, or the ``id``
 field of a JSONL line. Text is kept exactly as read (UTF-8, newlines untouched, CR-only
@@ -16,15 +18,24 @@ import json
 import operator
 import os
 import re
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ragsweep.config.schema import CorpusConfig
-from ragsweep.core.errors import CorpusError, ProblemList
+from ragsweep.core.errors import ConfigError, CorpusError, ProblemList
 from ragsweep.core.hashing import sha256_parts
 from ragsweep.core.lone_surrogates import lone_surrogate
+from ragsweep.data.parsers import (
+    FORMAT_EXTENSIONS,
+    OFF,
+    PARSERS,
+    DocumentWarning,
+    Parser,
+    UnreadableDocument,
+)
 
 
 @dataclass(frozen=True)
@@ -181,23 +192,57 @@ _LINE_END = re.compile(r"\r\n|\r|\n")
 # --- directories ------------------------------------------------------------------------
 
 
+def parsers_by_extension(cfg: CorpusConfig) -> dict[str, tuple[str, Parser]]:
+    """``{extension: (parser name, parser)}`` for every parsed format that is not ``off``;
+    ConfigError naming the key for an unknown parser or one of another format."""
+    chosen = {"html": cfg.html_parser, "pdf": cfg.pdf_parser, "docx": cfg.docx_parser}
+    found: dict[str, tuple[str, Parser]] = {}
+    for fmt, name in chosen.items():
+        if name == OFF:
+            continue
+        try:
+            parser = PARSERS.get(name)
+        except ConfigError as exc:
+            raise ConfigError(f"corpus.{fmt}_parser: {exc} (or {OFF})") from None
+        if parser.format != fmt:
+            raise ConfigError(f"corpus.{fmt}_parser={name!r} reads {parser.format}, not {fmt}")
+        found.update({ext: (name, parser) for ext in FORMAT_EXTENSIONS[fmt]})
+    return found
+
+
 def _read_directory(root: Path, cfg: CorpusConfig) -> list[Document]:
     problems = ProblemList(f"corpus.path={root}", CorpusError)
-    files = _document_files(root, cfg, problems)
+    parsers = parsers_by_extension(cfg)
+    files = _document_files(root, cfg, problems, set(parsers))
     documents = []
     for doc_id, file in files:
         try:
-            documents.append(Document(id=doc_id, text=_read_utf8(file)))
+            parser = parsers.get(file.suffix.lower())
+            if parser is None:
+                documents.append(Document(id=doc_id, text=_read_utf8(file)))
+            else:
+                documents.append(_parsed_document(doc_id, file, *parser))
         except CorpusError as exc:
             problems.add(str(exc))
+        except UnreadableDocument as exc:
+            warnings.warn(f"{exc} (skipped)", DocumentWarning, stacklevel=2)
     problems.raise_if_any()
     return documents
 
 
-def _document_files(root: Path, cfg: CorpusConfig, problems: ProblemList) -> list[tuple[str, Path]]:
+def _parsed_document(doc_id: str, file: Path, name: str, parser: Parser) -> Document:
+    parsed = parser.parse(file)
+    return Document(doc_id, parsed.text, parsed.title, parsed.metadata(name))
+
+
+def _document_files(
+    root: Path, cfg: CorpusConfig, problems: ProblemList, parsed: set[str]
+) -> list[tuple[str, Path]]:
     """``(id, path)`` of every document file below ``root`` (see docs/formats.md for the
-    rules on hidden entries, extensions and symbolic links), sorted by id."""
-    walk = _Walk(root, {e.lower() for e in cfg.extensions}, cfg.follow_external_links, problems)
+    rules on hidden entries, extensions and symbolic links), sorted by id: files with one
+    of ``corpus.extensions`` and files of a ``parsed`` extension."""
+    wanted = {e.lower() for e in cfg.extensions} | parsed
+    walk = _Walk(root, wanted, cfg.follow_external_links, problems)
     walk.folder(root, PurePosixPath())
     return sorted(walk.found)
 
@@ -281,12 +326,27 @@ def _read_utf8(file: Path, encoding: str = "utf-8") -> str:
         data = file.read_bytes()
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
+        binary = _binary_format(data)
+        if binary is not None:
+            raise CorpusError(
+                f"{file}: a {binary} file, not text; remove {file.suffix} from "
+                f"corpus.extensions and let corpus.{binary.lower()}_parser read it "
+                '(docs/formats.md, "Documents other than text")'
+            ) from None
         raise CorpusError(
             f"{file}: not valid UTF-8 (byte {exc.start}: {exc.reason}); "
             "convert it, e.g. iconv -f <encoding> -t utf-8"
         ) from None
     except OSError as exc:
         raise CorpusError(f"{file}: cannot be read ({exc.strerror})") from None
+
+
+_MAGIC = {b"%PDF": "PDF", b"PK\x03\x04": "DOCX"}
+
+
+def _binary_format(data: bytes) -> str | None:
+    """The parsed format a file's first bytes announce (a DOCX is a zip file), if any."""
+    return next((name for magic, name in _MAGIC.items() if data.startswith(magic)), None)
 
 
 # --- JSONL ------------------------------------------------------------------------------
