@@ -33,7 +33,14 @@ import numpy as np
 from ragsweep import __version__
 from ragsweep.cache.entries import write_json
 from ragsweep.cache.stage import StageCache
-from ragsweep.chunk.chunkers import CHUNKER_SOURCE_DIGEST, Chunk, chunk_corpus, indexed_text
+from ragsweep.chunk.chunkers import (
+    CHUNKER_SOURCE_DIGEST,
+    LIBRARY_MODES,
+    Chunk,
+    chunk_corpus,
+    chunk_library_version,
+    indexed_text,
+)
 from ragsweep.chunk.table import ChunkTable, take_rows
 from ragsweep.chunk.views import KnownRows
 from ragsweep.config.schema import OWN_STAGE, ChunkingConfig, RetrievalConfig, result_fields
@@ -70,12 +77,15 @@ RETRIEVED_FILE = "retrieved_texts.json"
 
 
 def chunks_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
-    """Key of a chunk set: corpus content, the chunks-stage chunking fields, chunker code."""
+    """Key of a chunk set: corpus content, the chunks-stage chunking fields, chunker code
+    (and for a library mode, the library's version)."""
+    library = {"library": chunk_library_version()} if cfg.mode in LIBRARY_MODES else {}
     return sha256_json(
         {
             "corpus": corpus.content_hash(),
             "chunking": result_fields(cfg, OWN_STAGE),
             "chunker_code": CHUNKER_SOURCE_DIGEST,
+            **library,
         }
     )
 
