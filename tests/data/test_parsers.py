@@ -12,6 +12,7 @@ import docx
 import pytest
 from fpdf import FPDF
 
+from ragsweep.cache.stage import StageCache
 from ragsweep.chunk.chunkers import find_sections
 from ragsweep.config.schema import CorpusConfig, GoldenConfig, result_fields
 from ragsweep.core.errors import ConfigError, CorpusError, GoldenError
@@ -146,3 +147,15 @@ def test_offsets_under_another_parser_are_refused(folder: Path, tmp_path: Path) 
         load_golden(_golden(tmp_path, offsets), corpus)
     written = load_golden(_golden(tmp_path, {**offsets, "parser": "pypdf"}), corpus)
     assert written.cases[0].evidence[0].end == 9
+
+
+def test_parsed_text_is_a_cached_stage(folder: Path, tmp_path: Path) -> None:
+    cache = StageCache(tmp_path / "cache")
+    first = load_corpus(CorpusConfig(path=str(folder)), cache)
+    assert cache.stats.stage("parsed").misses == 3
+    warm = StageCache(tmp_path / "cache")
+    again = load_corpus(CorpusConfig(path=str(folder)), warm)
+    assert (warm.stats.stage("parsed").hits, warm.stats.stage("parsed").misses) == (3, 0)
+    assert again.content_hash() == first.content_hash()
+    assert again.get("terms.pdf").metadata == first.get("terms.pdf").metadata
+    assert again.get("billing.html").title == "Billing help"

@@ -24,15 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ragsweep.cache.stage import StageCache
 from ragsweep.config.schema import CorpusConfig
 from ragsweep.core.errors import ConfigError, CorpusError, ProblemList
-from ragsweep.core.hashing import sha256_parts
+from ragsweep.core.hashing import sha256_file, sha256_json, sha256_parts, source_digest
 from ragsweep.core.lone_surrogates import lone_surrogate
+from ragsweep.data import parsers as parsers_module
 from ragsweep.data.parsers import (
     FORMAT_EXTENSIONS,
     OFF,
     PARSERS,
     DocumentWarning,
+    Parsed,
     Parser,
     UnreadableDocument,
 )
@@ -141,22 +144,25 @@ class SortedPositions(Mapping[str, int]):
         return len(self._ids)
 
 
-def load_corpus(cfg: CorpusConfig) -> Corpus:
+def load_corpus(cfg: CorpusConfig, cache: StageCache | None = None) -> Corpus:
     """Read the corpus described by ``cfg``; raise CorpusError naming the file on failure.
 
     Every problem of the input (undecodable files, bad JSONL lines, duplicate ids, links
-    to outside the corpus) is collected in one pass and reported together.
+    to outside the corpus) is collected in one pass and reported together. With ``cache``,
+    the text of HTML, PDF and DOCX files is the cached ``parsed`` stage (:func:`parse_key`).
     """
-    return load_corpus_with_lines(cfg)[0]
+    return load_corpus_with_lines(cfg, cache)[0]
 
 
-def load_corpus_with_lines(cfg: CorpusConfig) -> tuple[Corpus, dict[str, int]]:
+def load_corpus_with_lines(
+    cfg: CorpusConfig, cache: StageCache | None = None
+) -> tuple[Corpus, dict[str, int]]:
     """:func:`load_corpus`, and for a JSONL corpus each document's 1-based line number
     (empty for a directory), from the same single read."""
     path = Path(cfg.path)
     lines: dict[str, int] = {}
     if path.is_dir():
-        documents = _read_directory(path, cfg)
+        documents = _read_directory(path, cfg, cache or StageCache(None))
     elif path.is_file() and path.suffix.lower() == ".jsonl":
         numbered = read_jsonl_numbered(path)
         documents = [doc for doc, _ in numbered]
@@ -210,7 +216,7 @@ def parsers_by_extension(cfg: CorpusConfig) -> dict[str, tuple[str, Parser]]:
     return found
 
 
-def _read_directory(root: Path, cfg: CorpusConfig) -> list[Document]:
+def _read_directory(root: Path, cfg: CorpusConfig, cache: StageCache) -> list[Document]:
     problems = ProblemList(f"corpus.path={root}", CorpusError)
     parsers = parsers_by_extension(cfg)
     files = _document_files(root, cfg, problems, set(parsers))
@@ -221,7 +227,7 @@ def _read_directory(root: Path, cfg: CorpusConfig) -> list[Document]:
             if parser is None:
                 documents.append(Document(id=doc_id, text=_read_utf8(file)))
             else:
-                documents.append(_parsed_document(doc_id, file, *parser))
+                documents.append(_parsed_document(doc_id, file, *parser, cache))
         except CorpusError as exc:
             problems.add(str(exc))
         except UnreadableDocument as exc:
@@ -230,9 +236,38 @@ def _read_directory(root: Path, cfg: CorpusConfig) -> list[Document]:
     return documents
 
 
-def _parsed_document(doc_id: str, file: Path, name: str, parser: Parser) -> Document:
-    parsed = parser.parse(file)
+PARSED_STAGE = "parsed"
+
+
+def _parsed_document(
+    doc_id: str, file: Path, name: str, parser: Parser, cache: StageCache
+) -> Document:
+    parsed = cache.json_value(
+        PARSED_STAGE,
+        parse_key(file, name, parser),
+        lambda: parser.parse(file),
+        lambda p: {"text": p.text, "title": p.title, "page_starts": list(p.page_starts)},
+        lambda d: Parsed(d["text"], d["title"], tuple(d["page_starts"])),
+    )
     return Document(doc_id, parsed.text, parsed.title, parsed.metadata(name))
+
+
+def parse_key(file: Path, name: str, parser: Parser) -> str:
+    """Key of a file's parsed text: its bytes, the parser's name, its library's version
+    and the parsers' code."""
+    return sha256_json(
+        {
+            "file": sha256_file(file),
+            "parser": name,
+            "version": parser.version,
+            "code": _parsers_code(),
+        }
+    )
+
+
+@functools.cache
+def _parsers_code() -> str:
+    return source_digest(parsers_module)
 
 
 def _document_files(
