@@ -517,12 +517,14 @@ def chunk_corpus(corpus: Corpus, cfg: ChunkingConfig) -> list[Chunk]:
     return [chunk for doc in corpus for chunk in chunk_document(doc, cfg)]
 
 
-def indexed_text(chunk: Chunk, heading_prefix: bool) -> str:
+def indexed_text(chunk: Chunk, heading_prefix: bool, title: str | None = None) -> str:
     """The text that is normalized and embedded for ``chunk``.
 
     With ``heading_prefix`` and a non-empty heading path:
-    ``"Outer > Inner\\n\\n" + chunk.text``; otherwise ``chunk.text`` unchanged.
+    ``"Outer > Inner\\n\\n" + chunk.text``; otherwise ``chunk.text`` unchanged. A ``title``
+    (``chunking.title_prefix``: the document's title) comes first, on a line of its own.
     """
+    header = [title] if title else []
     if heading_prefix and chunk.heading_path:
-        return " > ".join(chunk.heading_path) + "\n\n" + chunk.text
-    return chunk.text
+        header.append(" > ".join(chunk.heading_path))
+    return "\n".join(header) + "\n\n" + chunk.text if header else chunk.text

@@ -55,10 +55,11 @@ def hashed_in(stage: str, default: Any = dataclasses.MISSING, **kwargs: Any) -> 
     return field(default=default, metadata={"stage": stage}, **kwargs)
 
 
-def hashed_unless_default(default: Any) -> Any:
+def hashed_unless_default(default: Any, stage: str = OWN_STAGE) -> Any:
     """A result-affecting field left out of config hashes while it holds its default: a
-    field added later, so that configurations that do not set it hash as they did before."""
-    return field(default=default, metadata={"omit_default": True})
+    field added later, so that configurations that do not set it hash as they did before
+    (``stage`` as for :func:`hashed_in`)."""
+    return field(default=default, metadata={"omit_default": True, "stage": stage})
 
 
 def is_hashed(f: dataclasses.Field[Any]) -> bool:
@@ -279,14 +280,16 @@ class PreprocessConfig:
 class ChunkingConfig:
     """How source documents are cut into chunks. Sizes are in characters (code points).
 
-    ``heading_prefix`` prepends a chunk's heading path to its indexed text: it changes the
-    texts stage, not the chunk spans.
+    ``heading_prefix`` prepends a chunk's heading path to its indexed text, ``title_prefix``
+    its document's title (contextual headers): they change the texts stage, not the chunk
+    spans, offsets or evidence.
     """
 
     mode: str = "fixed"
     size: int = 800
     overlap: int = 0
     heading_prefix: bool = hashed_in("texts", False)
+    title_prefix: bool = hashed_unless_default(False, "texts")
 
     def __post_init__(self) -> None:
         _require(self.size > 0, f"chunking.size={self.size} must be > 0")

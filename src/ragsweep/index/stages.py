@@ -76,6 +76,13 @@ RETRIEVED_FILE = "retrieved_texts.json"
 ``{"rows": [...], "texts": [...]}``, JSON with every non-ASCII character escaped."""
 
 
+def document_titles(corpus: Corpus, cfg: ChunkingConfig) -> dict[str, str] | None:
+    """Document id → title for ``chunking.title_prefix`` (None when it is off)."""
+    if not cfg.title_prefix:
+        return None
+    return {d.id: d.title for d in corpus if d.title}
+
+
 def chunks_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
     """Key of a chunk set: corpus content, the chunks-stage chunking fields, chunker code
     (and for a library mode, the library's version)."""
@@ -189,11 +196,14 @@ def cached_texts(
     heading_prefix: bool,
     preprocessor: Preprocessor,
     cache: StageCache,
+    titles: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The preprocessed text that is indexed for each chunk."""
+    """The preprocessed text that is indexed for each chunk; ``titles`` (document id →
+    title, ``chunking.title_prefix``) head the chunks of titled documents."""
+    titled = titles or {}
 
     def compute() -> list[str]:
-        return [preprocessor(indexed_text(c, heading_prefix)) for c in chunks]
+        return [preprocessor(indexed_text(c, heading_prefix, titled.get(c.doc))) for c in chunks]
 
     return cache.json_value("texts", key, compute, list, list)
 
