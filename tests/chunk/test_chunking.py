@@ -470,11 +470,11 @@ def test_unknown_mode_names_key_allowed_values_and_near_match() -> None:
         chunk_document(Document(id="d", text="text"), cfg)
     message = str(excinfo.value)
     assert "chunking.mode" in message
-    assert "fixed, heading, paragraph" in message
+    assert "fixed, heading, paragraph, recursive, sentence" in message
     assert "did you mean 'heading'" in message
     with pytest.raises(ConfigError, match=r"chunking\.mode"):
         chunk_corpus(Corpus(documents=(), source="empty"), cfg)
-    assert CHUNKERS.names() == ["fixed", "heading", "paragraph"]
+    assert CHUNKERS.names() == ["fixed", "heading", "paragraph", "recursive", "sentence"]
 
 
 def test_chunk_corpus_keeps_corpus_then_offset_order() -> None:

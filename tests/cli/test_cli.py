@@ -36,7 +36,8 @@ def test_unknown_mode_suggests_the_near_match(tmp_path: Path) -> None:
     out = ragsweep(f"paths.output_dir={tmp_path}", "chunking.mode=headings", cwd=tmp_path)
     assert out.returncode == 2
     assert (
-        "chunking.mode='headings' is not one of: fixed, heading, paragraph; did you mean "
+        "chunking.mode='headings' is not one of: fixed, heading, paragraph, recursive, "
+        "sentence; did you mean "
         "'heading'?" in out.stderr
     )
 

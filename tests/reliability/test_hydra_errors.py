@@ -22,7 +22,8 @@ from tests.run.test_pipeline import project_overrides
         ),
         (
             "chunking=headings",
-            "error: chunking='headings' is not one of: fixed, heading, paragraph; did you mean "
+            "error: chunking='headings' is not one of: fixed, heading, paragraph, recursive, "
+            "sentence; did you mean "
             "'heading'?",
         ),
         ("chunkng.size=400", "error: chunkng is not a known key (allowed: cache, chunking,"),

@@ -10,6 +10,10 @@ always find the evidence somewhere. Three modes are registered in :data:`CHUNKER
   trailing paragraphs of the previous chunk.
 * ``heading``: one chunk per section (see :func:`find_sections`), oversize sections cut
   into fixed windows.
+* ``recursive`` and ``sentence``: chonkie's (MIT) ``RecursiveChunker`` (paragraphs, then
+  lines, sentences, words) and ``SentenceChunker`` (whole sentences packed up to ``size``,
+  with ``overlap``), sizes in characters; their start/end offsets are checked against the
+  text on every chunk (:func:`library_spans`).
 
 Every chunk records the heading path of the section that contains its start, whatever the
 mode, so ``heading_prefix`` can prepend it to the indexed text.
@@ -18,10 +22,13 @@ mode, so ``heading_prefix`` can prepend it to the indexed text.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
+from typing import Any
 
 from ragsweep.config.schema import ChunkingConfig
 from ragsweep.core.hashing import source_digest
@@ -35,6 +42,13 @@ SpanFinder = Callable[[str, Sequence["Section"], ChunkingConfig], list[Span]]
 start order. Spans may carry surrounding whitespace; :func:`chunk_document` trims them."""
 
 CHUNKERS: Registry[SpanFinder] = Registry("chunking.mode")
+
+CHUNK_LIBRARY = "chonkie"
+"""The library behind the ``recursive`` and ``sentence`` modes (its version is part of the
+chunks' cache key)."""
+
+LIBRARY_MODES = ("recursive", "sentence")
+"""The modes cut by :data:`CHUNK_LIBRARY`."""
 
 CHUNKER_SOURCE_DIGEST: str = source_digest(sys.modules[__name__], data_spans)
 """Digest of the source of this module and of :mod:`ragsweep.data.spans` (which trims every
@@ -418,6 +432,55 @@ def _body_is_blank(text: str, section: Section) -> bool:
     return section.has_heading and not text[section.body_start : section.end].strip()
 
 
+# ---------------------------------------------------------------------------- library modes
+
+
+class ChunkOffsetError(AssertionError):
+    """A library chunk whose offsets do not give its text back (a library bug)."""
+
+
+@functools.lru_cache(maxsize=8)
+def _library_chunker(mode: str, size: int, overlap: int) -> Any:
+    """A chonkie chunker measuring sizes in characters (imported on first use)."""
+    from chonkie import RecursiveChunker, SentenceChunker
+
+    if mode == "sentence":
+        return SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap)
+    return RecursiveChunker(tokenizer="character", chunk_size=size)
+
+
+def library_spans(mode: str, text: str, cfg: ChunkingConfig) -> list[Span]:
+    """The spans of the library's chunks of ``text``; each chunk's text must equal
+    ``text[start:end]`` (ChunkOffsetError otherwise), so span labels keep working."""
+    if not text.strip():
+        return []
+    spans: list[Span] = []
+    for chunk in _library_chunker(mode, cfg.size, cfg.overlap).chunk(text):
+        if text[chunk.start_index : chunk.end_index] != chunk.text:
+            raise ChunkOffsetError(f"{mode} chunk at {chunk.start_index} is not text[start:end]")
+        spans.append((chunk.start_index, chunk.end_index))
+    return spans
+
+
+@CHUNKERS.register("recursive")
+def recursive_spans(text: str, sections: Sequence[Section], cfg: ChunkingConfig) -> list[Span]:
+    """chonkie's recursive splitter (paragraphs, lines, sentences, words) up to ``size``
+    characters; ``overlap`` is not used (the splitter has none)."""
+    return library_spans("recursive", text, cfg)
+
+
+@CHUNKERS.register("sentence")
+def sentence_spans(text: str, sections: Sequence[Section], cfg: ChunkingConfig) -> list[Span]:
+    """Whole sentences packed up to ``size`` characters, ``overlap`` characters of
+    sentences repeated (chonkie's sentence chunker)."""
+    return library_spans("sentence", text, cfg)
+
+
+def chunk_library_version() -> str:
+    """The installed version of :data:`CHUNK_LIBRARY`."""
+    return version(CHUNK_LIBRARY)
+
+
 # ---------------------------------------------------------------------------- public API
 
 
@@ -454,12 +517,14 @@ def chunk_corpus(corpus: Corpus, cfg: ChunkingConfig) -> list[Chunk]:
     return [chunk for doc in corpus for chunk in chunk_document(doc, cfg)]
 
 
-def indexed_text(chunk: Chunk, heading_prefix: bool) -> str:
+def indexed_text(chunk: Chunk, heading_prefix: bool, title: str | None = None) -> str:
     """The text that is normalized and embedded for ``chunk``.
 
     With ``heading_prefix`` and a non-empty heading path:
-    ``"Outer > Inner\\n\\n" + chunk.text``; otherwise ``chunk.text`` unchanged.
+    ``"Outer > Inner\\n\\n" + chunk.text``; otherwise ``chunk.text`` unchanged. A ``title``
+    (``chunking.title_prefix``: the document's title) comes first, on a line of its own.
     """
+    header = [title] if title else []
     if heading_prefix and chunk.heading_path:
-        return " > ".join(chunk.heading_path) + "\n\n" + chunk.text
-    return chunk.text
+        header.append(" > ".join(chunk.heading_path))
+    return "\n".join(header) + "\n\n" + chunk.text if header else chunk.text

@@ -30,7 +30,13 @@ from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import load_golden
 from ragsweep.eval.scoring import make_queries
 from ragsweep.index.backends import BACKENDS
-from ragsweep.index.stages import cached_chunks, cached_texts, chunks_key, texts_key
+from ragsweep.index.stages import (
+    cached_chunks,
+    cached_texts,
+    chunks_key,
+    document_titles,
+    texts_key,
+)
 from ragsweep.run.config import ResolvedConfig, resolve, select_cases
 
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
@@ -94,7 +100,9 @@ def embed_shard(resolved: ResolvedConfig, shard: Shard) -> ShardOutcome:
     chunk_set = chunks_key(corpus, cfg.chunking)
     chunks = cached_chunks(corpus, cfg.chunking, chunk_set, cache)
     key = texts_key(chunk_set, cfg.chunking, resolved.preprocessor)
-    texts = cached_texts(chunks, key, cfg.chunking.heading_prefix, resolved.preprocessor, cache)
+    titles = document_titles(corpus, cfg.chunking)
+    prefix = cfg.chunking.heading_prefix
+    texts = cached_texts(chunks, key, prefix, resolved.preprocessor, cache, titles)
     cases = select_cases(load_golden(cfg.golden, corpus), cfg.eval.split)
     questions = [q.text for q in make_queries(cases, resolved.preprocessor, lambda scope: None)]
     chunk_embedder, query_embedder = embedders(cfg.embedding, resolved.model, cache)

@@ -55,6 +55,13 @@ def hashed_in(stage: str, default: Any = dataclasses.MISSING, **kwargs: Any) -> 
     return field(default=default, metadata={"stage": stage}, **kwargs)
 
 
+def hashed_unless_default(default: Any, stage: str = OWN_STAGE) -> Any:
+    """A result-affecting field left out of config hashes while it holds its default: a
+    field added later, so that configurations that do not set it hash as they did before
+    (``stage`` as for :func:`hashed_in`)."""
+    return field(default=default, metadata={"omit_default": True, "stage": stage})
+
+
 def is_hashed(f: dataclasses.Field[Any]) -> bool:
     """Whether a dataclass field affects results (see the module docstring)."""
     return f.metadata.get("affects_result", True) is not False
@@ -73,6 +80,8 @@ def result_fields(obj: Any, stage: str | None = None) -> dict[str, Any]:
         if stage is not None and f.metadata.get("stage", OWN_STAGE) != stage:
             continue
         value = getattr(obj, f.name)
+        if f.metadata.get("omit_default") and value == f.default:
+            continue
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             value = result_fields(value)
         out[f.name] = value
@@ -209,6 +218,11 @@ class PathsConfig:
 class CorpusConfig:
     """Where the documents are: a directory (recursive) or a JSONL file.
 
+    ``extensions`` are the files read as text. ``html_parser``, ``pdf_parser`` and
+    ``docx_parser`` name the parser of ``.html``/``.htm``, ``.pdf`` and ``.docx`` files
+    (:mod:`ragsweep.data.parsers`; ``off``: not read); they are hashed only when they differ
+    from their defaults, so configurations from before they existed keep their hash.
+
     ``follow_external_links``: read files that symbolic links inside the directory point to
     outside it (off: such a link is an error naming it). Not hashed: the documents read
     are, through the corpus content hash.
@@ -218,6 +232,9 @@ class CorpusConfig:
     name: str = not_hashed("corpus")
     extensions: tuple[str, ...] = (".md", ".markdown", ".txt")
     follow_external_links: bool = not_hashed(False)
+    html_parser: str = hashed_unless_default("markdownify")
+    pdf_parser: str = hashed_unless_default("pypdf")
+    docx_parser: str = hashed_unless_default("python-docx")
 
     def __post_init__(self) -> None:
         _require(bool(self.path), "corpus.path must name a directory or a .jsonl file")
@@ -263,14 +280,16 @@ class PreprocessConfig:
 class ChunkingConfig:
     """How source documents are cut into chunks. Sizes are in characters (code points).
 
-    ``heading_prefix`` prepends a chunk's heading path to its indexed text: it changes the
-    texts stage, not the chunk spans.
+    ``heading_prefix`` prepends a chunk's heading path to its indexed text, ``title_prefix``
+    its document's title (contextual headers): they change the texts stage, not the chunk
+    spans, offsets or evidence.
     """
 
     mode: str = "fixed"
     size: int = 800
     overlap: int = 0
     heading_prefix: bool = hashed_in("texts", False)
+    title_prefix: bool = hashed_unless_default(False, "texts")
 
     def __post_init__(self) -> None:
         _require(self.size > 0, f"chunking.size={self.size} must be > 0")

@@ -1,4 +1,6 @@
-"""Corpus loading: a directory of text/Markdown files or a JSONL file of documents.
+"""Corpus loading: a directory of text/Markdown (and HTML, PDF, DOCX) files or a JSONL
+file of documents. HTML, PDF and DOCX files are read by their parser
+(:mod:`ragsweep.data.parsers`); a file that gives no text is a warning, not an error.
 
 Document ids are stable: the POSIX path relative to the corpus directory, or the ``id``
 field of a JSONL line. Text is kept exactly as read (UTF-8, newlines untouched, CR-only
@@ -16,15 +18,27 @@ import json
 import operator
 import os
 import re
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ragsweep.cache.stage import StageCache
 from ragsweep.config.schema import CorpusConfig
-from ragsweep.core.errors import CorpusError, ProblemList
-from ragsweep.core.hashing import sha256_parts
+from ragsweep.core.errors import ConfigError, CorpusError, ProblemList
+from ragsweep.core.hashing import sha256_file, sha256_json, sha256_parts, source_digest
 from ragsweep.core.lone_surrogates import lone_surrogate
+from ragsweep.data import parsers as parsers_module
+from ragsweep.data.parsers import (
+    FORMAT_EXTENSIONS,
+    OFF,
+    PARSERS,
+    DocumentWarning,
+    Parsed,
+    Parser,
+    UnreadableDocument,
+)
 
 
 @dataclass(frozen=True)
@@ -130,22 +144,25 @@ class SortedPositions(Mapping[str, int]):
         return len(self._ids)
 
 
-def load_corpus(cfg: CorpusConfig) -> Corpus:
+def load_corpus(cfg: CorpusConfig, cache: StageCache | None = None) -> Corpus:
     """Read the corpus described by ``cfg``; raise CorpusError naming the file on failure.
 
     Every problem of the input (undecodable files, bad JSONL lines, duplicate ids, links
-    to outside the corpus) is collected in one pass and reported together.
+    to outside the corpus) is collected in one pass and reported together. With ``cache``,
+    the text of HTML, PDF and DOCX files is the cached ``parsed`` stage (:func:`parse_key`).
     """
-    return load_corpus_with_lines(cfg)[0]
+    return load_corpus_with_lines(cfg, cache)[0]
 
 
-def load_corpus_with_lines(cfg: CorpusConfig) -> tuple[Corpus, dict[str, int]]:
+def load_corpus_with_lines(
+    cfg: CorpusConfig, cache: StageCache | None = None
+) -> tuple[Corpus, dict[str, int]]:
     """:func:`load_corpus`, and for a JSONL corpus each document's 1-based line number
     (empty for a directory), from the same single read."""
     path = Path(cfg.path)
     lines: dict[str, int] = {}
     if path.is_dir():
-        documents = _read_directory(path, cfg)
+        documents = _read_directory(path, cfg, cache or StageCache(None))
     elif path.is_file() and path.suffix.lower() == ".jsonl":
         numbered = read_jsonl_numbered(path)
         documents = [doc for doc, _ in numbered]
@@ -181,23 +198,86 @@ _LINE_END = re.compile(r"\r\n|\r|\n")
 # --- directories ------------------------------------------------------------------------
 
 
-def _read_directory(root: Path, cfg: CorpusConfig) -> list[Document]:
+def parsers_by_extension(cfg: CorpusConfig) -> dict[str, tuple[str, Parser]]:
+    """``{extension: (parser name, parser)}`` for every parsed format that is not ``off``;
+    ConfigError naming the key for an unknown parser or one of another format."""
+    chosen = {"html": cfg.html_parser, "pdf": cfg.pdf_parser, "docx": cfg.docx_parser}
+    found: dict[str, tuple[str, Parser]] = {}
+    for fmt, name in chosen.items():
+        if name == OFF:
+            continue
+        try:
+            parser = PARSERS.get(name)
+        except ConfigError as exc:
+            raise ConfigError(f"corpus.{fmt}_parser: {exc} (or {OFF})") from None
+        if parser.format != fmt:
+            raise ConfigError(f"corpus.{fmt}_parser={name!r} reads {parser.format}, not {fmt}")
+        found.update({ext: (name, parser) for ext in FORMAT_EXTENSIONS[fmt]})
+    return found
+
+
+def _read_directory(root: Path, cfg: CorpusConfig, cache: StageCache) -> list[Document]:
     problems = ProblemList(f"corpus.path={root}", CorpusError)
-    files = _document_files(root, cfg, problems)
+    parsers = parsers_by_extension(cfg)
+    files = _document_files(root, cfg, problems, set(parsers))
     documents = []
     for doc_id, file in files:
         try:
-            documents.append(Document(id=doc_id, text=_read_utf8(file)))
+            parser = parsers.get(file.suffix.lower())
+            if parser is None:
+                documents.append(Document(id=doc_id, text=_read_utf8(file)))
+            else:
+                documents.append(_parsed_document(doc_id, file, *parser, cache))
         except CorpusError as exc:
             problems.add(str(exc))
+        except UnreadableDocument as exc:
+            warnings.warn(f"{exc} (skipped)", DocumentWarning, stacklevel=2)
     problems.raise_if_any()
     return documents
 
 
-def _document_files(root: Path, cfg: CorpusConfig, problems: ProblemList) -> list[tuple[str, Path]]:
+PARSED_STAGE = "parsed"
+
+
+def _parsed_document(
+    doc_id: str, file: Path, name: str, parser: Parser, cache: StageCache
+) -> Document:
+    parsed = cache.json_value(
+        PARSED_STAGE,
+        parse_key(file, name, parser),
+        lambda: parser.parse(file),
+        lambda p: {"text": p.text, "title": p.title, "page_starts": list(p.page_starts)},
+        lambda d: Parsed(d["text"], d["title"], tuple(d["page_starts"])),
+    )
+    return Document(doc_id, parsed.text, parsed.title, parsed.metadata(name))
+
+
+def parse_key(file: Path, name: str, parser: Parser) -> str:
+    """Key of a file's parsed text: its bytes, the parser's name, its library's version
+    and the parsers' code."""
+    return sha256_json(
+        {
+            "file": sha256_file(file),
+            "parser": name,
+            "version": parser.version,
+            "code": _parsers_code(),
+        }
+    )
+
+
+@functools.cache
+def _parsers_code() -> str:
+    return source_digest(parsers_module)
+
+
+def _document_files(
+    root: Path, cfg: CorpusConfig, problems: ProblemList, parsed: set[str]
+) -> list[tuple[str, Path]]:
     """``(id, path)`` of every document file below ``root`` (see docs/formats.md for the
-    rules on hidden entries, extensions and symbolic links), sorted by id."""
-    walk = _Walk(root, {e.lower() for e in cfg.extensions}, cfg.follow_external_links, problems)
+    rules on hidden entries, extensions and symbolic links), sorted by id: files with one
+    of ``corpus.extensions`` and files of a ``parsed`` extension."""
+    wanted = {e.lower() for e in cfg.extensions} | parsed
+    walk = _Walk(root, wanted, cfg.follow_external_links, problems)
     walk.folder(root, PurePosixPath())
     return sorted(walk.found)
 
@@ -281,12 +361,27 @@ def _read_utf8(file: Path, encoding: str = "utf-8") -> str:
         data = file.read_bytes()
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
+        binary = _binary_format(data)
+        if binary is not None:
+            raise CorpusError(
+                f"{file}: a {binary} file, not text; remove {file.suffix} from "
+                f"corpus.extensions and let corpus.{binary.lower()}_parser read it "
+                '(docs/formats.md, "Documents other than text")'
+            ) from None
         raise CorpusError(
             f"{file}: not valid UTF-8 (byte {exc.start}: {exc.reason}); "
             "convert it, e.g. iconv -f <encoding> -t utf-8"
         ) from None
     except OSError as exc:
         raise CorpusError(f"{file}: cannot be read ({exc.strerror})") from None
+
+
+_MAGIC = {b"%PDF": "PDF", b"PK\x03\x04": "DOCX"}
+
+
+def _binary_format(data: bytes) -> str | None:
+    """The parsed format a file's first bytes announce (a DOCX is a zip file), if any."""
+    return next((name for magic, name in _MAGIC.items() if data.startswith(magic)), None)
 
 
 # --- JSONL ------------------------------------------------------------------------------

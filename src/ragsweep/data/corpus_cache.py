@@ -91,7 +91,7 @@ def open_corpus(cfg: CorpusConfig, cache: StageCache, trust_mtime: bool) -> Corp
     whole (:func:`~ragsweep.data.corpus.load_corpus`)."""
     path = Path(cfg.path)
     if not (cache.enabled and trust_mtime and path.is_file() and path.suffix.lower() == ".jsonl"):
-        return load_corpus(cfg)
+        return load_corpus(cfg, cache)
     key = sha256_json({"file": file_fingerprint(path), "reader": _reader_code()})
     read: list[Corpus] = []
 

@@ -26,8 +26,8 @@ from ragsweep.data.quotes import resolve_quote
 from ragsweep.data.spans import trim_span
 from ragsweep.data.splits import assign_split
 
-QUOTE_FIELDS = ("doc", "quote", "occurrence")
-OFFSET_FIELDS = ("doc", "start", "end")
+QUOTE_FIELDS = ("doc", "quote", "occurrence", "page")
+OFFSET_FIELDS = ("doc", "start", "end", "parser")
 
 EvidenceItem = tuple[str, int, int]
 """``(doc, start, end)``: a validated, trimmed evidence span (code points, end-exclusive)."""
@@ -189,11 +189,15 @@ def _parse_evidence_item(
             f"{what}: doc {doc_id!r} is outside the case's scope {list(scope)}, "
             "so it could never be retrieved"
         )
-    text = corpus.get(doc_id).text
+    document = corpus.get(doc_id)
+    text = document.text
     if has_offsets:
+        _check_parser(item.get("parser"), document.metadata.get("parser"), f"{what}", where)
         start, end = _checked_offsets(item, text, f"{what} ({doc_id!r})", where)
     else:
-        start, end = _resolved_quote(item, text, f"{what} ({doc_id!r})", where)
+        first, last = _page_range(item, document.metadata, len(text), what, where)
+        start, end = _resolved_quote(item, text[first:last], f"{what} ({doc_id!r})", where)
+        start, end = start + first, end + first
     start, end = _trimmed(text, start, end, f"{what} ({doc_id!r})", where)
     return doc_id, start, end
 
@@ -219,6 +223,32 @@ def _checked_offsets(item: dict[str, Any], text: str, what: str, where: Where) -
             f"0 <= start < end <= {len(text)} (the document length)"
         )
     return start, end
+
+
+def _check_parser(written: Any, reading: Any, what: str, where: Where) -> None:
+    """Offsets are positions in one parser's text: refused under another parser."""
+    if written != reading:
+        raise where.error(
+            f"{what}: offsets refer to the text of parser {written or 'none (plain text)'!s}, "
+            f"but the corpus reads this document with {reading or 'none (plain text)'!s}; "
+            'give the evidence as a "quote" instead: quotes are resolved on each parser\'s '
+            'text (or set "parser" to the parser the offsets were taken from)'
+        )
+
+
+def _page_range(
+    item: dict[str, Any], metadata: Any, length: int, what: str, where: Where
+) -> tuple[int, int]:
+    """The offsets of the page a quote names (``"page"``, 1-based), else the whole text."""
+    page = item.get("page")
+    if page is None:
+        return 0, length
+    starts = metadata.get("page_starts") or []
+    if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= len(starts):
+        pages = f"1..{len(starts)}" if starts else "none: the document has no pages"
+        raise where.error(f"{what}: 'page' must be a page of the document ({pages}), got {page!r}")
+    end = starts[page] if page < len(starts) else length
+    return starts[page - 1], end
 
 
 def _integer_field(item: dict[str, Any], key: str, what: str, where: Where) -> int:

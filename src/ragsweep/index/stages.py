@@ -33,7 +33,14 @@ import numpy as np
 from ragsweep import __version__
 from ragsweep.cache.entries import write_json
 from ragsweep.cache.stage import StageCache
-from ragsweep.chunk.chunkers import CHUNKER_SOURCE_DIGEST, Chunk, chunk_corpus, indexed_text
+from ragsweep.chunk.chunkers import (
+    CHUNKER_SOURCE_DIGEST,
+    LIBRARY_MODES,
+    Chunk,
+    chunk_corpus,
+    chunk_library_version,
+    indexed_text,
+)
 from ragsweep.chunk.table import ChunkTable, take_rows
 from ragsweep.chunk.views import KnownRows
 from ragsweep.config.schema import OWN_STAGE, ChunkingConfig, RetrievalConfig, result_fields
@@ -69,13 +76,23 @@ RETRIEVED_FILE = "retrieved_texts.json"
 ``{"rows": [...], "texts": [...]}``, JSON with every non-ASCII character escaped."""
 
 
+def document_titles(corpus: Corpus, cfg: ChunkingConfig) -> dict[str, str] | None:
+    """Document id → title for ``chunking.title_prefix`` (None when it is off)."""
+    if not cfg.title_prefix:
+        return None
+    return {d.id: d.title for d in corpus if d.title}
+
+
 def chunks_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
-    """Key of a chunk set: corpus content, the chunks-stage chunking fields, chunker code."""
+    """Key of a chunk set: corpus content, the chunks-stage chunking fields, chunker code
+    (and for a library mode, the library's version)."""
+    library = {"library": chunk_library_version()} if cfg.mode in LIBRARY_MODES else {}
     return sha256_json(
         {
             "corpus": corpus.content_hash(),
             "chunking": result_fields(cfg, OWN_STAGE),
             "chunker_code": CHUNKER_SOURCE_DIGEST,
+            **library,
         }
     )
 
@@ -179,11 +196,14 @@ def cached_texts(
     heading_prefix: bool,
     preprocessor: Preprocessor,
     cache: StageCache,
+    titles: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The preprocessed text that is indexed for each chunk."""
+    """The preprocessed text that is indexed for each chunk; ``titles`` (document id →
+    title, ``chunking.title_prefix``) head the chunks of titled documents."""
+    titled = titles or {}
 
     def compute() -> list[str]:
-        return [preprocessor(indexed_text(c, heading_prefix)) for c in chunks]
+        return [preprocessor(indexed_text(c, heading_prefix, titled.get(c.doc))) for c in chunks]
 
     return cache.json_value("texts", key, compute, list, list)
 

@@ -61,6 +61,7 @@ from ragsweep.index.stages import (
     cached_rankings,
     cached_texts,
     chunks_key,
+    document_titles,
     index_key,
     rankings_key,
     scope_key,
@@ -231,7 +232,9 @@ def build_index(
 
     def texts() -> list[str]:
         with timer.stage(EMBED_SECONDS):
-            return cached_texts(chunks, key, cfg.chunking.heading_prefix, preprocessor, cache)
+            titles = document_titles(corpus, cfg.chunking)
+            heading_prefix = cfg.chunking.heading_prefix
+            return cached_texts(chunks, key, heading_prefix, preprocessor, cache, titles)
 
     def index(lazy_texts: Sequence[str]) -> Index:
         with timer.stage(EMBED_SECONDS):
