@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from ragsweep.cli.errors import USER_ERROR_STATUS
+from ragsweep.cli.errors import USER_ERROR_STATUS, nonempty_argument
 from ragsweep.config.app import compose, plain_config
 from ragsweep.config.schema import TrackingConfig, from_mapping
 from ragsweep.core.errors import RagsweepError
@@ -94,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print it as JSON")
     parser.add_argument(
         "--tracking-uri",
+        type=nonempty_argument,
         help="MLflow store for a RUN_ID (default: $MLFLOW_TRACKING_URI, else the project's "
         "tracking config)",
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -11,26 +13,40 @@ from omegaconf import DictConfig, OmegaConf
 from ragsweep.config.app import tracking_settings
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.secret_keys import refusal, secret_keys
+from ragsweep.tracking.parent import check_parent_run
 from ragsweep.tracking.store import prepare_store
 
 
 class PrepareTrackingStore(Callback):
     """Check and create the MLflow store and experiment in the parent process before a
-    multirun launches any job.
+    multirun launches any job; check a ``tracking.parent_run_id`` given by hand
+    (:mod:`ragsweep.tracking.parent`) before a single run or a multirun does any work.
 
     A store that cannot be reached or created fails the launch (``error: ...``, exit status
     2) instead of failing every job after its work. Hydra turns an exception raised by a
     callback into a warning, so the error ends the process here.
     """
 
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        with _exit_on_error():
+            check_parent_run(tracking_settings(config))
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        try:
+        with _exit_on_error():
             cfg = tracking_settings(config)
             if cfg.enabled:
                 prepare_store(cfg)
-        except RagsweepError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            sys.exit(2)
+            check_parent_run(cfg)
+
+
+@contextmanager
+def _exit_on_error() -> Iterator[None]:
+    """A RagsweepError ends the process: ``error: ...`` on stderr, exit status 2."""
+    try:
+        yield
+    except RagsweepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 class RejectSecretKeys(Callback):

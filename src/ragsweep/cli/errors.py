@@ -11,6 +11,7 @@ Anything else (a bug) keeps its traceback.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import os
 import sys
@@ -23,9 +24,26 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ragsweep.core.errors import ConfigError, RagsweepError
 from ragsweep.core.secret_keys import holds_value, is_secret_key, refusal, secret_keys
+from ragsweep.release.errors import EMPTY_RUN_ID
 
 USER_ERROR_STATUS = 2
 FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
+
+
+def run_id_argument(text: str) -> str:
+    """An argparse ``type`` for a run id: an empty or blank one is refused (it never means
+    "the newest run": only ``--best`` and ``--latest`` do)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(EMPTY_RUN_ID)
+    return text
+
+
+def nonempty_argument(text: str) -> str:
+    """An argparse ``type`` refusing an empty value (``--tracking-uri ""`` or a run
+    directory ``""`` would otherwise silently mean the default or the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty value; leave it out for the default")
+    return text
 
 
 def command_line_overrides(argv: Sequence[str]) -> list[str]:

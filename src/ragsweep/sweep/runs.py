@@ -441,7 +441,7 @@ def _new_parent(client: Any, experiment_id: str, spec: SweepSpec, digest: str) -
 def _parent_tags(spec: SweepSpec, digest: str) -> dict[str, str]:
     tags = {
         tag.SWEEP: spec.name,
-        tag.SWEEP_ROLE: "parent",
+        tag.SWEEP_ROLE: tag.PARENT_ROLE,
         tag.SWEEP_AXES: " → ".join(a.label for a in spec.axes),
         tag.OBJECTIVE: spec.objective,
         tag.DIRECTION: spec.direction,
