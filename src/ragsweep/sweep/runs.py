@@ -217,6 +217,9 @@ class SweepRuns:
         self.generation = generation
         self.names: dict[str, str] = {}
         """Run id → name of the children read so far (the best one's is linked at the end)."""
+        self.inputs: dict[str, str] = {}
+        """Tags every job gets: the data digests taken when the sweep started
+        (:mod:`ragsweep.run.inputs`)."""
 
     @classmethod
     def open(
