@@ -49,6 +49,7 @@ from ragsweep.config.app import (
     register_resolvers,
 )
 from ragsweep.core.errors import RagsweepError
+from ragsweep.core.interrupts import INTERRUPTED_STATUS, ignore_interrupts
 from ragsweep.core.terminal import say
 from ragsweep.run.config import resolve
 from ragsweep.run.names import RunOrigin, launch_origin, result_overrides
@@ -59,6 +60,9 @@ CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
 VERBOSE_KEY = "verbose"
 """``verbose=true`` (or ``-v``): each job of ``-m`` prints its whole summary, not one line."""
 VERBOSE_FLAGS = ("-v", "--verbose")
+MULTIRUN_FLAGS = ("-m", "--multirun")
+INTERRUPTED_SWEEP = "interrupted; the sweep resumes with the same command"
+INTERRUPTED_RUN = "interrupted; run the same command again"
 
 
 def run_from_config(cfg: DictConfig, output_dir: Path, origin: RunOrigin | None = None) -> float:
@@ -186,9 +190,15 @@ def main() -> None:
     argv = [f"{VERBOSE_KEY}=true" if arg in VERBOSE_FLAGS else arg for arg in argv]
     sys.argv = [sys.argv[0], *argv]
     register_resolvers()
-    with reported_errors():
-        check_command_line(sys.argv[1:])
-        _app()
+    try:
+        with reported_errors():
+            check_command_line(sys.argv[1:])
+            _app()
+    except KeyboardInterrupt:
+        ignore_interrupts()  # a second Ctrl-C while ending prints no traceback either
+        multirun = any(arg in MULTIRUN_FLAGS for arg in argv)
+        print(INTERRUPTED_SWEEP if multirun else INTERRUPTED_RUN, file=sys.stderr)
+        sys.exit(INTERRUPTED_STATUS)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from ragsweep.core import tags as tag
 from ragsweep.core.errors import RagsweepError
+from ragsweep.core.interrupts import uninterrupted
 from ragsweep.core.names import FAILED, FINISHED, KILLED
 from ragsweep.core.terminal import say
 from ragsweep.data.corpus import load_corpus
@@ -127,7 +128,8 @@ class SweepRun:
         except BaseException as exc:
             status = KILLED if isinstance(exc, KeyboardInterrupt) else FAILED
             try:
-                self._conclude(None, status)
+                with uninterrupted():  # a second Ctrl-C must not leave the parent RUNNING
+                    self._conclude(None, status)
             except Exception as write_error:  # keep the original error in front
                 say(self.console, f"could not record the interrupted sweep: {write_error}")
             raise
