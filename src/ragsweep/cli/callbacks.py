@@ -18,6 +18,7 @@ from ragsweep.core.secret_keys import refusal, secret_keys
 from ragsweep.sweep.spec import SweepFileError, load_sweep, resolve_sweep_path
 from ragsweep.tracking.parent import check_parent_run
 from ragsweep.tracking.store import prepare_store
+from ragsweep.tracking.writable import check_writable
 
 
 class PrepareTrackingStore(Callback):
@@ -32,11 +33,14 @@ class PrepareTrackingStore(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         with _exit_on_error():
-            check_parent_run(tracking_settings(config))
+            cfg = tracking_settings(config)
+            check_writable(cfg)
+            check_parent_run(cfg)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         with _exit_on_error():
             cfg = tracking_settings(config)
+            check_writable(cfg)
             if cfg.enabled:
                 prepare_store(cfg)
             check_parent_run(cfg)

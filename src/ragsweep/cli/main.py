@@ -27,7 +27,9 @@ each job, so ``embedding.options._target_`` can name a class of the project's.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -98,8 +100,23 @@ def _app(cfg: DictConfig) -> float:
     except RagsweepError as exc:
         if hydra_cfg.mode == RunMode.MULTIRUN:
             raise  # the launcher/sweeper records the job as failed and goes on
+        remove_if_unused(Path(hydra_cfg.runtime.output_dir), f"{hydra_cfg.job.name}.log")
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+
+
+def remove_if_unused(run_dir: Path, log_name: str) -> None:
+    """Remove the run directory of a refused run when it holds only what Hydra wrote
+    before the job started (``.hydra/`` and the job's log), and the folders above it that
+    this leaves empty (the day's folder, ``runs/``): refused input leaves nothing behind."""
+    entries = {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else set()
+    here = Path.cwd().resolve()
+    if not entries <= {".hydra", log_name} or run_dir.resolve() in (here, *here.parents):
+        return  # work of its own in it, or the folder the user runs in
+    shutil.rmtree(run_dir, ignore_errors=True)
+    for folder in (run_dir.parent, run_dir.parent.parent):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only if empty
 
 
 def _init(args: Sequence[str]) -> int:
