@@ -192,17 +192,30 @@ def test_first_axis_runs_the_baseline_when_its_value_is_not_listed(tmp_path: Pat
     assert "the start value 800 is not among the values; it runs too" in out
 
 
-def test_a_failing_start_is_shown_and_the_listed_values_decide(tmp_path: Path) -> None:
+def failed_sweep(task: Task, tmp_path: Path, capsys: Any, *overrides: str) -> dict[str, Any]:
+    """Run a sweep some of whose jobs fail: it exits with status 2 and chooses nothing;
+    return its ``sweep_result.yaml``."""
+    with pytest.raises(SystemExit) as exit_info:
+        multirun(task, tmp_path, "s1", *overrides)
+    assert exit_info.value.code == 2
+    err = unwrapped(capsys.readouterr().err)
+    assert "job(s) of the sweep failed" in err and "no configuration was chosen" in err
+    saved = yaml.safe_load((tmp_path / "s1" / "sweep_result.yaml").read_text())
+    assert saved["complete"] is False and saved["final"] is None
+    return saved
+
+
+def test_a_failing_start_is_shown_and_the_listed_values_decide(tmp_path: Path, capsys) -> None:
     task = FakeTask(fail=["fixed"])  # the baseline's chunking mode
     sweep = write_sweep(tmp_path, "axes:\n  - chunking.mode: [paragraph, heading]\n")
-    result = multirun(task, tmp_path, "s1", f"sweep={sweep}", "tracking.enabled=false")
-    trials = result.axes[0].trials
-    assert [(t.point.label, t.status, t.incumbent) for t in trials] == [
+    saved = failed_sweep(task, tmp_path, capsys, f"sweep={sweep}", "tracking.enabled=false")
+    trials = saved["axes"][0]["trials"]
+    assert [(t["value"], t["status"], t["incumbent"]) for t in trials] == [
         ("fixed", "failed", True),
         ("paragraph", "new", False),
         ("heading", "new", False),
     ]
-    assert result.axes[0].best is not None and result.axes[0].best.point.label == "heading"
+    assert saved["axes"][0]["chosen"] == "heading"
 
 
 def test_failed_job_is_recorded_and_the_sweep_goes_on(
@@ -210,25 +223,27 @@ def test_failed_job_is_recorded_and_the_sweep_goes_on(
 ) -> None:
     task = FakeTask(fail=["paragraph"])
     sweep = write_sweep(tmp_path, "axes:\n  - chunking.mode: [fixed, paragraph, heading]\n")
-    result = multirun(task, tmp_path, "s1", f"sweep={sweep}")
-
+    with pytest.raises(SystemExit) as exit_info:  # a failed job: exit 2, nothing chosen
+        multirun(task, tmp_path, "s1", f"sweep={sweep}")
+    assert exit_info.value.code == 2
+    saved = yaml.safe_load((tmp_path / "s1" / "sweep_result.yaml").read_text())
     assert len(task.calls) == 3
-    assert [t.status for t in result.axes[0].trials] == ["new", "failed", "new"]
-    assert result.final is not None and "chunking.mode=heading" in result.final.overrides
+    assert [t["status"] for t in saved["axes"][0]["trials"]] == ["new", "failed", "new"]
+    assert saved["final"] is None
     out = capsys.readouterr().out
     assert "failed chunking.mode=paragraph: RagsweepError: simulated failure" in out
 
     client, experiment = store(tmp_path)
     runs = client.search_runs(experiment)
     parent = next(r for r in runs if r.data.tags.get("ragsweep.sweep_role") == "parent")
-    assert parent.info.status == "FINISHED"
+    assert parent.info.status == "FAILED"  # resumable: a resume runs paragraph again
     (failed,) = [r for r in runs if r is not parent]
     assert failed.info.status == "FAILED"
     tags = failed.data.tags
     assert tags["mlflow.parentRunId"] == parent.info.run_id
     assert (tags["ragsweep.axis"], tags["ragsweep.axis_value"]) == ("chunking.mode", "paragraph")
     assert tags["ragsweep.error"] == "RagsweepError: simulated failure for chunking=paragraph"
-    assert tags["ragsweep.config_hash"] == result.axes[0].trials[1].config_hash
+    assert tags["ragsweep.config_hash"] == saved["axes"][0]["trials"][1]["config_hash"]
     assert failed.data.params["chunking.mode"] == "paragraph"
     assert "error.txt" in {a.path for a in client.list_artifacts(failed.info.run_id)}
 
@@ -257,11 +272,12 @@ class FailsWhileLogging(FakeTask):
         raise AssertionError("unreachable: log_run fails on the metric name")
 
 
-def test_a_job_that_failed_while_logging_keeps_one_child_run(tmp_path: Path, outputs: Path):
+def test_a_job_that_failed_while_logging_keeps_one_child_run(tmp_path: Path, outputs: Path, capsys):
     task = FailsWhileLogging()
     sweep = write_sweep(tmp_path, "axes:\n  - chunking.mode: [fixed, paragraph]\n")
-    result = multirun(task, tmp_path, "s1", f"sweep={sweep}")
-    assert [t.status for t in result.axes[0].trials] == ["new", "failed"]
+    saved = failed_sweep(task, tmp_path, capsys, f"sweep={sweep}")
+    trials = saved["axes"][0]["trials"]
+    assert [t["status"] for t in trials] == ["new", "failed"]
 
     client, experiment = store(tmp_path)
     children = [r for r in client.search_runs(experiment) if "mlflow.parentRunId" in r.data.tags]
@@ -271,7 +287,7 @@ def test_a_job_that_failed_while_logging_keeps_one_child_run(tmp_path: Path, out
     parent_id = failed.data.tags["mlflow.parentRunId"]
     assert failed.info.run_name == f"FAILED mode=paragraph #{parent_id[:4]}"
     assert failed.data.params["chunking.mode"] == "paragraph"  # completed by the sweeper
-    assert failed.data.tags["ragsweep.config_hash"] == result.axes[0].trials[1].config_hash
+    assert failed.data.tags["ragsweep.config_hash"] == trials[1]["config_hash"]
     assert "not a valid metric name!" in failed.data.tags["ragsweep.error"]
     assert "error.txt" in {a.path for a in client.list_artifacts(failed.info.run_id)}
 

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from ragsweep.cli.errors import reported_errors
+from ragsweep.cli.errors import nonempty_argument, reported_errors
 from ragsweep.config.app import compose, plain_config
 from ragsweep.config.schema import TrackingConfig, from_mapping
 from ragsweep.core.errors import RagsweepError
@@ -90,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print it as JSON")
     parser.add_argument(
         "--tracking-uri",
+        type=nonempty_argument,
         help="MLflow store for a RUN_ID (default: $MLFLOW_TRACKING_URI, else the project's "
         "tracking config)",
     )

@@ -11,6 +11,7 @@ Anything else (a bug) keeps its traceback.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import os
 import sys
@@ -22,10 +23,34 @@ from hydra.errors import CompactHydraException, HydraException, MissingConfigExc
 from omegaconf.errors import OmegaConfBaseException
 
 from ragsweep.core.errors import ConfigError, RagsweepError
-from ragsweep.core.secret_keys import holds_value, is_secret_key, refusal, secret_keys
+from ragsweep.core.secret_keys import (
+    holds_value,
+    is_secret_key,
+    is_secret_value,
+    refusal,
+    secret_keys,
+    value_note,
+)
+from ragsweep.release.errors import EMPTY_RUN_ID
 
 USER_ERROR_STATUS = 2
 FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
+
+
+def run_id_argument(text: str) -> str:
+    """An argparse ``type`` for a run id: an empty or blank one is refused (it never means
+    "the newest run": only ``--best`` and ``--latest`` do)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(EMPTY_RUN_ID)
+    return text
+
+
+def nonempty_argument(text: str) -> str:
+    """An argparse ``type`` refusing an empty value (``--tracking-uri ""`` or a run
+    directory ``""`` would otherwise silently mean the default or the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty value; leave it out for the default")
+    return text
 
 
 def command_line_overrides(argv: Sequence[str]) -> list[str]:
@@ -60,10 +85,26 @@ def secret_overrides(overrides: Sequence[str]) -> list[str]:
     return found
 
 
+def secret_arguments(argv: Sequence[str]) -> list[str]:
+    """Every argument (an override's value, a flag's value, anything) holding a
+    secret-looking value (:func:`~ragsweep.core.secret_keys.is_secret_value`), named by its
+    key (the text before ``=``) with the value masked."""
+    found: list[str] = []
+    for number, arg in enumerate(argv, start=1):
+        if is_secret_value(arg):
+            key, equals, _ = arg.partition("=")
+            where = key if equals and not is_secret_value(key) else f"argument {number}"
+            found.append(value_note(where, arg.partition("=")[2] if equals else arg))
+    return found
+
+
 def check_command_line(argv: Sequence[str]) -> None:
     """Raise ConfigError before Hydra starts (and writes ``.hydra/``) when an override sets
-    a secret-looking key; the message never repeats the value."""
+    a secret-looking key, or any argument holds a secret-looking value; the message never
+    repeats the value (4 characters at most)."""
     found = secret_overrides(command_line_overrides(argv))
+    named = {key.lstrip("+~") for key in found}
+    found += [n for n in secret_arguments(argv) if n.split(" ")[0].lstrip("+~") not in named]
     if found:
         raise ConfigError(refusal(found, "given on the command line"))
 

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ragsweep.cli.errors import nonempty_argument
 from ragsweep.config.schema import TrackingConfig
 from ragsweep.core.errors import RagsweepError
 from ragsweep.tracking.log import RunRecord, find_logged, load_record, log_run_once
@@ -78,6 +79,13 @@ def waited_directory(run_dir: Path, uri: str | None) -> str:
     return f"{run_dir}: logged as run {existing}"
 
 
+def _run_dir(text: str) -> Path:
+    """A RUN_DIR argument; an empty one is refused (``Path("")`` is the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty RUN_DIR names no run directory")
+    return Path(text)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (see module docstring)."""
     parser = argparse.ArgumentParser(
@@ -85,9 +93,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         description="Log run directories (with record.json) to MLflow, e.g. after the "
         "tracking store failed at the end of a run or a background log did not finish.",
     )
-    parser.add_argument("run_dirs", nargs="*", type=Path, metavar="RUN_DIR")
+    parser.add_argument("run_dirs", nargs="*", type=_run_dir, metavar="RUN_DIR")
     parser.add_argument(
-        "--tracking-uri", help="log here instead of the store the run was configured with"
+        "--tracking-uri",
+        type=nonempty_argument,
+        help="log here instead of the store the run was configured with",
     )
     parser.add_argument(
         "--wait",

@@ -27,7 +27,9 @@ each job, so ``embedding.options._target_`` can name a class of the project's.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,6 +51,7 @@ from ragsweep.config.app import (
     register_resolvers,
 )
 from ragsweep.core.errors import RagsweepError
+from ragsweep.core.interrupts import INTERRUPTED_STATUS, ignore_interrupts
 from ragsweep.core.names import VERBOSE_KEY
 from ragsweep.core.terminal import say
 from ragsweep.run.config import resolve
@@ -58,6 +61,9 @@ from ragsweep.run.report import job_line
 
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
 VERBOSE_FLAGS = ("-v", "--verbose")
+MULTIRUN_FLAGS = ("-m", "--multirun")
+INTERRUPTED_SWEEP = "interrupted; the sweep resumes with the same command"
+INTERRUPTED_RUN = "interrupted; run the same command again"
 
 
 def run_from_config(cfg: DictConfig, output_dir: Path, origin: RunOrigin | None = None) -> float:
@@ -93,8 +99,23 @@ def _app(cfg: DictConfig) -> float:
     except RagsweepError as exc:
         if hydra_cfg.mode == RunMode.MULTIRUN:
             raise  # the launcher/sweeper records the job as failed and goes on
+        remove_if_unused(Path(hydra_cfg.runtime.output_dir), f"{hydra_cfg.job.name}.log")
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+
+
+def remove_if_unused(run_dir: Path, log_name: str) -> None:
+    """Remove the run directory of a refused run when it holds only what Hydra wrote
+    before the job started (``.hydra/`` and the job's log), and the folders above it that
+    this leaves empty (the day's folder, ``runs/``): refused input leaves nothing behind."""
+    entries = {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else set()
+    here = Path.cwd().resolve()
+    if not entries <= {".hydra", log_name} or run_dir.resolve() in (here, *here.parents):
+        return  # work of its own in it, or the folder the user runs in
+    shutil.rmtree(run_dir, ignore_errors=True)
+    for folder in (run_dir.parent, run_dir.parent.parent):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only if empty
 
 
 def _init(args: Sequence[str]) -> int:
@@ -185,9 +206,15 @@ def main() -> None:
     argv = [f"{VERBOSE_KEY}=true" if arg in VERBOSE_FLAGS else arg for arg in argv]
     sys.argv = [sys.argv[0], *argv]
     register_resolvers()
-    with reported_errors():
-        check_command_line(sys.argv[1:])
-        _app()
+    try:
+        with reported_errors():
+            check_command_line(sys.argv[1:])
+            _app()
+    except KeyboardInterrupt:
+        ignore_interrupts()  # a second Ctrl-C while ending prints no traceback either
+        multirun = any(arg in MULTIRUN_FLAGS for arg in argv)
+        print(INTERRUPTED_SWEEP if multirun else INTERRUPTED_RUN, file=sys.stderr)
+        sys.exit(INTERRUPTED_STATUS)
 
 
 if __name__ == "__main__":

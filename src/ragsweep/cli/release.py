@@ -24,6 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ragsweep.cli.errors import nonempty_argument, run_id_argument
 from ragsweep.config.schema import TrackingConfig, from_mapping
 from ragsweep.core import tags as tag
 from ragsweep.core.errors import RagsweepError
@@ -70,6 +71,7 @@ def _reports_errors(main: Callable[[Sequence[str] | None], int]) -> Callable[...
 def _add_store_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tracking-uri",
+        type=nonempty_argument,
         help="MLflow store (default: $MLFLOW_TRACKING_URI, else the project's tracking config)",
     )
 
@@ -92,7 +94,7 @@ def promote_main(argv: Sequence[str] | None = None) -> int:
         description="Evaluate a tuning run's exact logged config on the holdout split.",
     )
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("run_id", nargs="?", help="the tuning run to promote")
+    which.add_argument("run_id", nargs="?", type=run_id_argument, help="the tuning run to promote")
     which.add_argument(
         "--best", action="store_true", help=f"the newest run tagged {tag.BEST}=true (sweeps)"
     )
@@ -108,7 +110,7 @@ def promote_main(argv: Sequence[str] | None = None) -> int:
     _add_store_option(parser)
     args = parser.parse_args(argv)
     store, config = _open_store(args)
-    run_id = args.run_id or _pick_tuning_run(store, best=args.best)
+    run_id = args.run_id if args.run_id is not None else _pick_tuning_run(store, args.best)
     output_dir = args.output_dir or (
         Path(config["paths"]["output_dir"]) / "promotions" / f"{_stamp()}-{run_id[:8]}"
     )
@@ -134,8 +136,8 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
         prog="ragsweep-compare",
         description="Compare two runs case by case over the same golden cases.",
     )
-    parser.add_argument("baseline")
-    parser.add_argument("candidate")
+    parser.add_argument("baseline", type=run_id_argument)
+    parser.add_argument("candidate", type=run_id_argument)
     parser.add_argument("--metric", help="primary per-case metric (default: eval.objective)")
     parser.add_argument(
         "--force", action="store_true", help="compare even if golden/split/corpus differ"
@@ -172,10 +174,12 @@ def gate_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ragsweep-gate", description="The release gate.")
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check", help="evaluate the promoted config and check it")
-    check.add_argument("--run", help="promoted run to check (default: the newest)")
+    check.add_argument(
+        "--run", type=run_id_argument, help="promoted run to check (default: the newest)"
+    )
     check.add_argument("--output-dir", type=Path)
     lift = commands.add_parser("ratchet", help="raise floors to a holdout run's values − slack")
-    lift.add_argument("run_id")
+    lift.add_argument("run_id", type=run_id_argument)
     lift.add_argument("--slack", type=float, default=0.05)
     lift.add_argument(
         "--allow-lower", action="store_true", help="also lower floors above the new values"

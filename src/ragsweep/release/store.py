@@ -20,7 +20,7 @@ from ragsweep.config.schema import TrackingConfig, from_mapping
 from ragsweep.core import tags as tag
 from ragsweep.core.names import CASES_FILE, FINISHED
 from ragsweep.eval.scoring import CaseResult, cases_from_jsonl
-from ragsweep.release.errors import RunLookupError
+from ragsweep.release.errors import EMPTY_RUN_ID, RunLookupError
 from ragsweep.run.metrics import BY_TYPE_FILE, FIGURES_FILE, by_type_figures, read_figures
 from ragsweep.tracking.artifacts import artifact_text
 from ragsweep.tracking.store import open_client, tracking_uri
@@ -84,9 +84,11 @@ class RunStore:
         self.client = open_client(uri)  # a local store is opened under its store lock
 
     def get(self, run_id: str) -> LoggedRun:
-        """The run ``run_id``, or a RunLookupError naming the store."""
+        """The run ``run_id``, or a RunLookupError naming the store (an empty id too)."""
         from mlflow.exceptions import MlflowException
 
+        if not run_id.strip():
+            raise RunLookupError(EMPTY_RUN_ID)
         try:
             run = self.client.get_run(run_id)
         except MlflowException as exc:

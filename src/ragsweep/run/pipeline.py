@@ -71,6 +71,7 @@ from ragsweep.judge import JudgeOutcome, prepare_judge
 from ragsweep.run.config import ResolvedConfig, select_cases
 from ragsweep.run.describe import CHUNKING, STEPS, describe
 from ragsweep.run.files import RunCases, StoredLines, write_artifacts
+from ragsweep.run.inputs import check_sweep_inputs
 from ragsweep.run.metrics import (
     ARTIFACTS_SECONDS,
     CHUNK_SECONDS,
@@ -359,6 +360,7 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
     with timer.stage(LOAD_SECONDS):
         corpus = open_corpus(cfg.corpus, cache, cfg.cache.trust_mtime)
         golden = load_golden(cfg.golden, corpus)
+        check_sweep_inputs(cfg.tracking.tags, golden, corpus, cfg.corpus.path)
     cases = select_cases(golden, cfg.eval.split)
     if judge is not None:
         judge.check_cases(cases)  # fixed answers cover every case, before any work

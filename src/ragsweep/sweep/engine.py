@@ -22,6 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from ragsweep.core import tags as tag
+from ragsweep.core.errors import RagsweepError
+from ragsweep.core.interrupts import uninterrupted
 from ragsweep.core.names import FAILED, FINISHED, KILLED, NOT_REPRODUCED
 from ragsweep.core.terminal import say
 from ragsweep.data.corpus import load_corpus
@@ -129,10 +131,13 @@ class SweepRun:
                     continue
                 current = self._sweep_axis(number, axis, current)
             final = self._final(current)
+            if self.state.failed:
+                raise JobsFailedError(failed_message(self.state.failed, self.runs))
         except BaseException as exc:
             status = KILLED if isinstance(exc, KeyboardInterrupt) else FAILED
             try:
-                self._conclude(None, status)
+                with uninterrupted():  # a second Ctrl-C must not leave the parent RUNNING
+                    self._conclude(None, status)
             except Exception as write_error:  # keep the original error in front
                 say(self.console, f"could not record the interrupted sweep: {write_error}")
             raise
@@ -151,6 +156,7 @@ class SweepRun:
         golden = load_golden(run_cfg.golden, corpus)
         digest = sweep_digest(self.spec, baseline.config_hash, corpus.content_hash(), golden.digest)
         runs = SweepRuns.open(run_cfg.tracking, self.spec, digest, self.resume)
+        runs.inputs = {tag.SWEEP_GOLDEN: golden.digest, tag.SWEEP_CORPUS: corpus.content_hash()}
         if multi_factor:
             runs.tag_parent(tag.SWEEP_MULTI_FACTOR, factors_tag(self.spec, multi_factor))
         if not runs.resumed:
@@ -395,6 +401,21 @@ class SweepRun:
             self.runs.finish(result, files, status)
         print_table(result, self.console)
         return result
+
+
+class JobsFailedError(RagsweepError):
+    """Some jobs of the sweep failed: the sweep chose nothing and its parent is FAILED."""
+
+
+def failed_message(failed: Mapping[str, str], runs: SweepRuns | None) -> str:
+    """What a sweep with failed jobs says at its end (the first error, what to do)."""
+    first = next(iter(failed.values())).strip().splitlines()
+    parent = f"its parent run {runs.parent_id} is left FAILED and " if runs else ""
+    return (
+        f"{len(failed)} job(s) of the sweep failed (the first: {first[0] if first else '?'}); "
+        f"{parent}no configuration was chosen. Fix the cause and run the same command "
+        "again: the failed jobs run again, the others are reused"
+    )
 
 
 def _with_decision(trial: Trial, candidate: Candidate, decision: AxisDecision, index: int) -> Trial:

@@ -73,7 +73,7 @@ class JobLauncher:
         """Overrides that attach a job's run to the parent and tag its axis and value."""
         if self.runs is None:
             return []
-        tags = child_tags(self.spec, number, axis.label, point.label)
+        tags = {**child_tags(self.spec, number, axis.label, point.label), **self.runs.inputs}
         pairs = ", ".join(f"{key}: {override_text(str(value))}" for key, value in tags.items())
         lines = [f"tracking.parent_run_id={self.runs.parent_id}", f"++tracking.tags={{{pairs}}}"]
         if RUN_NAME_KEY not in self.fixed:  # the user's tracking.run_name wins

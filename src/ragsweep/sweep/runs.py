@@ -217,6 +217,9 @@ class SweepRuns:
         self.generation = generation
         self.names: dict[str, str] = {}
         """Run id → name of the children read so far (the best one's is linked at the end)."""
+        self.inputs: dict[str, str] = {}
+        """Tags every job gets: the data digests taken when the sweep started
+        (:mod:`ragsweep.run.inputs`)."""
 
     @classmethod
     def open(
@@ -441,7 +444,7 @@ def _new_parent(client: Any, experiment_id: str, spec: SweepSpec, digest: str) -
 def _parent_tags(spec: SweepSpec, digest: str) -> dict[str, str]:
     tags = {
         tag.SWEEP: spec.name,
-        tag.SWEEP_ROLE: "parent",
+        tag.SWEEP_ROLE: tag.PARENT_ROLE,
         tag.SWEEP_AXES: " → ".join(a.label for a in spec.axes),
         tag.OBJECTIVE: spec.objective,
         tag.DIRECTION: spec.direction,

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ragsweep.core.errors import BackendError, ConfigError
+from ragsweep.core.secret_keys import masked
 
 if TYPE_CHECKING:
     import requests
@@ -56,12 +58,20 @@ class RetryPolicy:
         )
 
 
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def auth_headers(api_key_env: str | None, key: str) -> dict[str, str]:
     """The ``Authorization: Bearer`` header from the environment variable ``api_key_env``
     (none when it is not configured); ``key`` is the config key naming the variable, for the
     error when it is unset. The key itself never leaves the header."""
     if not api_key_env:
         return {}
+    if not ENV_NAME.match(api_key_env):  # a key typed instead of its variable's name
+        raise ConfigError(
+            f"{key}={masked(api_key_env)} is not an environment variable's name (letters, "
+            "digits, _); name the variable that holds the key, e.g. OPENAI_API_KEY"
+        )
     value = os.environ.get(api_key_env, "")
     if not value:
         raise ConfigError(

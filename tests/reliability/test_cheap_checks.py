@@ -1,0 +1,64 @@
+"""Cheap checks first (issue 32, item 5): a broken sweep file is refused before any MLflow
+store is created, a store file that cannot be written is refused before any work, and
+refused input leaves no run directory."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.conftest import run_command
+from tests.run.test_pipeline import project_overrides
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "", "description: no axes\n"])
+def test_a_broken_sweep_file_is_refused_before_the_store_exists(
+    tmp_path: Path, mini_project: Path, text: str
+) -> None:
+    sweeps = tmp_path / "sweeps"
+    sweeps.mkdir()
+    (sweeps / "broken.yaml").write_text(text, encoding="utf-8")
+    out_dir = tmp_path / "out"
+    args = [f"paths.output_dir={out_dir}", *project_overrides(mini_project)]
+    out = run_command(
+        "ragsweep",
+        "-m",
+        *args,
+        f"hydra.sweeper.sweeps_dir={sweeps}",
+        "sweep=broken",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.startswith(f"error: {sweeps / 'broken.yaml'}")
+    assert not out_dir.exists()  # no MLflow store created, no sweep folder
+
+
+def test_an_immutable_store_is_refused_before_any_work(tmp_path: Path, mini_project: Path) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    store = out_dir / "mlflow.db"
+    store.write_bytes(b"")
+    if subprocess.run(["chattr", "+i", str(store)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not supported here")
+    try:
+        args = [f"paths.output_dir={out_dir}", *project_overrides(mini_project)]
+        out = run_command("ragsweep", *args, cwd=tmp_path)
+    finally:
+        subprocess.run(["chattr", "-i", str(store)], check=True)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"the file {store} cannot be written (Operation not permitted)" in out.stderr
+    assert f"chattr -i {store}" in out.stderr and "Traceback" not in out.stderr
+    assert sorted(p.name for p in out_dir.iterdir()) == ["mlflow.db"]  # no run directory
+
+
+def test_a_refused_golden_set_leaves_no_run_directory(tmp_path: Path, mini_project: Path) -> None:
+    (mini_project / "golden.jsonl").write_text('{"id": "x"}\nnot json\n', encoding="utf-8")
+    out_dir = tmp_path / "out"
+    out = run_command(
+        "ragsweep", f"paths.output_dir={out_dir}", *project_overrides(mini_project), cwd=tmp_path
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "golden.jsonl:2: invalid JSON" in out.stderr
+    assert not (out_dir / "runs").exists()
