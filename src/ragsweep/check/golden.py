@@ -17,7 +17,7 @@ from ragsweep.check.problems import Problem
 from ragsweep.config.schema import GoldenConfig
 from ragsweep.core.errors import GoldenError
 from ragsweep.data.corpus import Corpus
-from ragsweep.data.golden import GoldenCase, GoldenSet, parse_case, read_golden_bytes
+from ragsweep.data.golden import GoldenCase, GoldenSet, is_draft, parse_case, read_golden_bytes
 from ragsweep.data.golden_lines import Where
 
 
@@ -66,6 +66,8 @@ def _cases(
             continue
         try:
             record = json.loads(line)
+            if is_draft(record):
+                continue  # not scored until accepted (ragsweep label)
             cases.append(parse_case(record, Where(str(path), line_no), holdout_fraction, corpus))
         except json.JSONDecodeError as exc:
             message = f"invalid JSON ({exc.msg} at column {exc.colno})"
