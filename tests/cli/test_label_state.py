@@ -8,14 +8,13 @@ from pathlib import Path
 
 from ragsweep.cli.label_state import (
     LabelProject,
-    evidence_item,
     labelled_record,
     state,
     text_digest,
 )
 from ragsweep.config.schema import CorpusConfig, GoldenConfig
 from ragsweep.data.corpus import load_corpus
-from ragsweep.data.golden_file import save_case
+from ragsweep.data.golden_file import evidence_item, save_case
 
 TEXT = "Intro.\n\nBackups run nightly.\n\nMore.\n\nBackups run nightly.\n"
 

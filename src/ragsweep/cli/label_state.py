@@ -22,10 +22,15 @@ from ragsweep.core.errors import GoldenError
 from ragsweep.core.names import ORIGIN_DRAFTED, STATUS_DRAFT
 from ragsweep.data.corpus import Corpus
 from ragsweep.data.golden import GoldenCase, GoldenSet, parse_case
-from ragsweep.data.golden_file import GoldenFile, GoldenLine, drafts_path, read_golden_file
+from ragsweep.data.golden_file import (
+    GoldenFile,
+    GoldenLine,
+    drafts_path,
+    evidence_item,
+    read_golden_file,
+)
 from ragsweep.data.golden_lines import Where
 from ragsweep.data.quotes import quote_matches
-from ragsweep.data.spans import trim_span
 from ragsweep.eval.power import PowerAssumptions
 
 DIGESTS_KEY = "doc_digests"
@@ -175,29 +180,6 @@ def stats_rows(project: LabelProject, views: Sequence[dict[str, Any]]) -> dict[s
         "checked": len(cases),
         "drafted": drafted,
     }
-
-
-def evidence_item(corpus: Corpus, doc: str, start: int, end: int) -> dict[str, Any]:
-    """A selection ``[start, end)`` of ``doc`` as a golden evidence item: trimmed, written
-    as a quote, with ``occurrence`` when the quote occurs more than once (offsets when the
-    quote cannot name this occurrence, e.g. inside an overlapping repeat)."""
-    if doc not in corpus:
-        raise GoldenError(f"unknown document {doc!r}")
-    text = corpus.get(doc).text
-    if not 0 <= start < end <= len(text):
-        raise GoldenError(
-            f"{doc}: selection [{start}, {end}) is outside the document (0-{len(text)})"
-        )
-    trimmed = trim_span(text, (start, end))
-    if trimmed is None:
-        raise GoldenError(f"{doc}: the selection [{start}, {end}) holds only whitespace")
-    quote = text[trimmed[0] : trimmed[1]]
-    matches = quote_matches(text, quote)
-    if trimmed not in matches:
-        return {"doc": doc, "start": trimmed[0], "end": trimmed[1]}
-    if len(matches) == 1:
-        return {"doc": doc, "quote": quote}
-    return {"doc": doc, "quote": quote, "occurrence": matches.index(trimmed) + 1}
 
 
 def labelled_record(

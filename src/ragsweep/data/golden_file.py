@@ -21,6 +21,9 @@ from typing import Any
 
 from ragsweep.core.atomic import write_bytes_atomic
 from ragsweep.core.errors import GoldenError
+from ragsweep.data.corpus import Corpus
+from ragsweep.data.quotes import quote_matches
+from ragsweep.data.spans import trim_span
 
 DRAFTS_SUFFIX = ".drafts.jsonl"
 """``golden.jsonl`` → ``golden.drafts.jsonl``: where ``ragsweep-golden draft`` writes by
@@ -67,6 +70,29 @@ class GoldenFile:
     def find(self, case_id: str) -> GoldenLine | None:
         """The line holding the case ``case_id`` (None: no such case)."""
         return next((line for line in self.records() if line.case_id == case_id), None)
+
+
+def evidence_item(corpus: Corpus, doc: str, start: int, end: int) -> dict[str, Any]:
+    """A selection ``[start, end)`` of ``doc`` as a golden evidence item: trimmed, written
+    as a quote, with ``occurrence`` when the quote occurs more than once (offsets when the
+    quote cannot name this occurrence, e.g. inside an overlapping repeat)."""
+    if doc not in corpus:
+        raise GoldenError(f"unknown document {doc!r}")
+    text = corpus.get(doc).text
+    if not 0 <= start < end <= len(text):
+        raise GoldenError(
+            f"{doc}: selection [{start}, {end}) is outside the document (0-{len(text)})"
+        )
+    trimmed = trim_span(text, (start, end))
+    if trimmed is None:
+        raise GoldenError(f"{doc}: the selection [{start}, {end}) holds only whitespace")
+    quote = text[trimmed[0] : trimmed[1]]
+    matches = quote_matches(text, quote)
+    if trimmed not in matches:
+        return {"doc": doc, "start": trimmed[0], "end": trimmed[1]}
+    if len(matches) == 1:
+        return {"doc": doc, "quote": quote}
+    return {"doc": doc, "quote": quote, "occurrence": matches.index(trimmed) + 1}
 
 
 def drafts_path(golden_path: Path) -> Path:
@@ -117,6 +143,13 @@ def save_case(
     else:
         lines[_line_of(current, replaces) - 1] = case_line(record)
     return _write(path, lines)
+
+
+def append_cases(path: Path, expected_digest: str, records: list[dict[str, Any]]) -> str:
+    """Append ``records`` as lines in one atomic write; return the file's new digest (as
+    :func:`save_case`: refused when the file is not the version ``expected_digest`` names)."""
+    current = _current(path, expected_digest)
+    return _write(path, [*current.lines, *(case_line(record) for record in records)])
 
 
 def delete_case(path: Path, expected_digest: str, case_id: str) -> str:
