@@ -23,7 +23,7 @@ from tests.judge.test_judge_llm import REPO, LlamaServer, llama_server  # noqa: 
 
 pytestmark = pytest.mark.llm
 
-DRAFTS = 2  # ~16 s a draft on 2 cores (docs/golden.md): CI time kept small
+DRAFTS = 1  # ~16 s a draft on 2 cores (docs/golden.md): keeps CI time small
 GOLDEN = REPO / "demo" / "golden.jsonl"
 CORPUS = REPO / "demo" / "corpus"
 GOLDEN_CLI = Path(sys.executable).parent / "ragsweep-golden"

@@ -401,6 +401,8 @@ def next_steps(project: Path, name: str, retriever: bool) -> str:
         f"  ragsweep check sweep={name}   validate everything, run nothing",
         "  ragsweep                       one run on your documents",
         f"  ragsweep -m sweep={name}      one axis at a time",
+        "  ragsweep label                 write your golden set in the browser",
+        "                                 (how: docs/golden.md, Writing a golden set)",
     ]
     if retriever:
         lines.append(f"  {EXAMPLE_RETRIEVER_COMMAND}")
