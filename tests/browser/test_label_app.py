@@ -39,6 +39,7 @@ from ragsweep.data.golden import EvidenceSpan, load_golden
 pytestmark = pytest.mark.browser
 
 WAIT_SECONDS = 20.0
+START_SECONDS = 240.0
 ASTRAL = "Caf\u00e9 \U0001f600 r\u00e9sum\u00e9 \U0001d400\U0001d401.\n\n"
 ROTATION = (
     ASTRAL + "# Tokens\n\nAPI tokens are rotated every 90 days by the platform team.\n"
@@ -103,12 +104,22 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelApp]:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     try:
-        lines = [_printed_line(process, 60.0), _printed_line(process, 60.0)]
-        url = next((x.split()[2] for x in lines if x.startswith("Label app: ")), None)
-        assert url, (lines, log.read_text()[-2000:])
+        url = _url(process)
+        assert url, log.read_text()[-2000:]
         yield LabelApp(url, root)
     finally:
         _stop(process)
+
+
+def _url(process: subprocess.Popen[str]) -> str | None:
+    """The URL ``ragsweep label`` prints (it loads Hydra and the corpus first: up to a few
+    minutes on a loaded 2-core machine)."""
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline and process.poll() is None:
+        line = _printed_line(process, max(0.1, deadline - time.monotonic()))
+        if line.startswith("Label app: "):
+            return line.split()[2]
+    return None
 
 
 # --- page helpers -------------------------------------------------------------------------
@@ -122,7 +133,8 @@ def _wait(driver: Any, script: str, *args: Any) -> Any:
         if value:
             return value
         time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for: {script}")
+    shown = driver.execute_script("return document.getElementById('error').textContent")
+    raise AssertionError(f"timed out waiting for: {script} (the page says: {shown!r})")
 
 
 def _open(driver: Any, url: str) -> None:

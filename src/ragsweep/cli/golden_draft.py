@@ -7,11 +7,12 @@ factual, procedural, multi-document (two passages from two documents) and unansw
 endpoint (``--base-url``, ``--model``; an API key only from the environment variable named
 by ``--api-key-env``, as for the judge). A draft is dropped, and counted, when its reply
 is not the JSON asked for, when a quote is not verbatim in its passage's document, or when
-its question nearly repeats one already in the golden set or kept. Kept drafts are appended
-to ``FILE`` (default: the drafts file beside the golden set) with ``status: draft`` and
-``origin: drafted``: the loader skips them until a person accepts them in the label app's
-review queue. Each draft records the model's identity, the prompt's digest and the seed;
-the prompt itself is written beside ``FILE`` (``FILE.prompt.json``).
+its question nearly repeats one already in the golden set or kept, or is under three
+words. Kept drafts are appended to ``FILE`` (default: the drafts file beside the golden
+set) with ``status: draft`` and ``origin: drafted``: the loader skips them until a person
+accepts them in the label app's review queue. Each draft records the model's identity, the
+prompt's digest and the seed; the prompt itself is written beside ``FILE``
+(``FILE.prompt.json``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ SCHEMA = {
 }
 PASSAGE_CHARS = (200, 900)
 """A passage: whole paragraphs of a document, at least 200 and at most about 900 characters."""
+MIN_QUESTION_WORDS = 3
+"""A reply with fewer words is no question (Gemma 3 270M answers ``...`` at times)."""
 DUPLICATE_RATIO = 90.0
 """Questions at least this similar (rapidfuzz token-set ratio, 0-100) are near-duplicates."""
 
@@ -179,8 +182,8 @@ def _record(reply: str, kind: str, chosen: list[Passage], corpus: Corpus) -> dic
         quotes = [str(q).strip() for q in value.get("quotes") or [] if str(q).strip()]
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
         raise ValueError("reply not the JSON asked for") from None
-    if not question:
-        raise ValueError("reply not the JSON asked for")
+    if len(re.findall(r"\w+", question)) < MIN_QUESTION_WORDS:
+        raise ValueError("no question (under 3 words)")
     record: dict[str, Any] = {"question": question, "type": kind}
     if kind == "unanswerable":
         return {**record, "answerable": False, "status": STATUS_DRAFT, "origin": ORIGIN_DRAFTED}

@@ -61,6 +61,10 @@ async function listDocs() {
 }
 
 async function openDoc(docId, offset) {
+  $("doc-title").textContent = `Loading ${docId}…`;
+  app.selection = null;
+  $("add-span").disabled = true;
+  $("selection-info").textContent = "";
   const doc = await api("GET", "/api/doc/" + encodeURIComponent(docId));
   doc.chars = Array.from(doc.text);
   app.doc = doc;
@@ -68,7 +72,6 @@ async function openDoc(docId, offset) {
   for (const item of $("doc-list").children) {
     item.classList.toggle("current", item.dataset.doc === doc.id);
   }
-  app.selection = null;
   renderDoc();
   $("occurrences").replaceChildren();
   if (offset !== undefined && offset !== null) scrollToOffset(offset);
