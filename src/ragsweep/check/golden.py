@@ -21,6 +21,7 @@ from ragsweep.data.golden import (
     CASE_FIELDS,
     GoldenCase,
     GoldenSet,
+    is_draft,
     parse_case,
     read_golden_bytes,
 )
@@ -72,6 +73,8 @@ def _cases(
             continue
         try:
             record = json.loads(line)
+            if is_draft(record):
+                continue  # not scored until accepted (ragsweep label)
             cases.append(parse_case(record, Where(str(path), line_no), holdout_fraction, corpus))
         except json.JSONDecodeError as exc:
             message = f"invalid JSON ({exc.msg} at column {exc.colno})"
@@ -112,7 +115,10 @@ def check_golden_alone(cfg: GoldenConfig) -> tuple[Problem, ...]:
         if not line.strip():
             continue
         try:
-            case_id = _case_id(json.loads(line), Where(str(path), line_no))
+            record = json.loads(line)
+            if is_draft(record):  # not a case until accepted (ragsweep label)
+                continue
+            case_id = _case_id(record, Where(str(path), line_no))
         except json.JSONDecodeError as exc:
             message = f"invalid JSON ({exc.msg} at column {exc.colno})"
             problems.append(Problem(f"{path}:{line_no}", message))

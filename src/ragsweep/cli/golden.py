@@ -7,8 +7,12 @@
 per split and question type, the answerable and unanswerable cases and the smallest paired
 difference detectable at the given power (:mod:`ragsweep.eval.power`, whose assumptions the
 output states). ``FILE``, ``--corpus`` and ``--holdout-fraction`` default to the project's
-configured ``golden.path``, ``corpus.path`` and ``golden.holdout_fraction``. Errors print
-``error: ...`` and exit 2.
+configured ``golden.path``, ``corpus.path`` and ``golden.holdout_fraction``.
+
+    ragsweep-golden draft --n N --model M [--base-url URL] [--out FILE] [--seed S]
+
+``draft`` has a model draft questions with evidence quotes for review in ``ragsweep label``
+(:mod:`ragsweep.cli.golden_draft`; docs/golden.md). Errors print ``error: ...`` and exit 2.
 """
 
 from __future__ import annotations
@@ -17,17 +21,22 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from ragsweep.cli.golden_draft import DraftOptions, run_draft
 from ragsweep.config.schema import CorpusConfig, GoldenConfig
 from ragsweep.core.errors import ConfigError, RagsweepError
 from ragsweep.core.names import SPLITS
 from ragsweep.core.terminal import fit_markdown, markdown_table
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import GoldenCase, GoldenSet, load_golden
+from ragsweep.data.golden_file import drafts_path
 from ragsweep.eval.power import PowerAssumptions, detectable_difference, min_discordant
 from ragsweep.release.store import current_config
 
 ALL_TYPES = "all types"
+DEFAULT_DRAFT_URL = "http://127.0.0.1:8080/v1"
+"""llama.cpp's server (``llama-server``, ``python -m llama_cpp.server``) on its default port."""
 EXIT_ERROR = 2
 
 
@@ -113,6 +122,20 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--alpha", type=float, default=defaults.alpha)
     stats.add_argument("--power", type=float, default=defaults.power)
     stats.add_argument("--discordance", type=float, default=defaults.discordance)
+    drafts = commands.add_parser(
+        "draft", help="a model drafts questions to review in ragsweep label"
+    )
+    drafts.add_argument("--n", type=int, required=True, help="drafts to attempt")
+    drafts.add_argument("--out", help="drafts JSONL (default: beside golden.path)")
+    drafts.add_argument("--model", required=True, help="model name as the server lists it")
+    drafts.add_argument(
+        "--base-url", default=DEFAULT_DRAFT_URL, help=f"default {DEFAULT_DRAFT_URL}"
+    )
+    drafts.add_argument("--api-key-env", help="environment variable holding an API key")
+    drafts.add_argument("--seed", type=int, default=0)
+    drafts.add_argument("--max-tokens", type=int, default=200)
+    drafts.add_argument("--timeout", type=float, default=300.0, help="seconds per call")
+    drafts.add_argument("--corpus", help="corpus directory or JSONL (default: corpus.path)")
     return parser
 
 
@@ -136,11 +159,32 @@ def stats_main(options: argparse.Namespace) -> str:
     return render_stats(golden, slice_stats(golden, assumptions), assumptions)
 
 
+def draft_main(options: argparse.Namespace) -> str:
+    """Draft questions into the drafts file (:mod:`ragsweep.cli.golden_draft`)."""
+    if options.n < 1:
+        raise ConfigError(f"--n {options.n}: draft at least 1 question")
+    configured = current_config()
+    golden_path = Path(configured["golden"]["path"])
+    out = Path(options.out) if options.out else drafts_path(golden_path)
+    corpus = load_corpus(CorpusConfig(path=options.corpus or configured["corpus"]["path"]))
+    draft_options = DraftOptions(
+        options.n,
+        options.model,
+        options.base_url,
+        options.api_key_env,
+        options.seed,
+        options.max_tokens,
+        options.timeout,
+    )
+    return run_draft(corpus, golden_path, out, draft_options)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     options = _parser().parse_args(argv)
+    command = draft_main if options.command == "draft" else stats_main
     try:
-        sys.stdout.write(stats_main(options))
+        sys.stdout.write(command(options))
     except RagsweepError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_ERROR)

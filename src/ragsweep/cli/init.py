@@ -406,6 +406,7 @@ def next_steps(project: Path, name: str, retriever: bool) -> str:
         (f"ragsweep -m sweep={name}", "one axis at a time"),
         ("ragsweep best", "the configuration the sweep chose"),
         ("ragsweep ui", "compare the runs in the MLflow UI"),
+        ("ragsweep label", "write your golden set in the browser (docs/golden.md)"),
     ]
     width = max(len(command) for command, _ in commands)
     lines = [_next_line(project), *(f"  {c:<{width}}   {what}" for c, what in commands)]

@@ -1,5 +1,5 @@
 """The ``ragsweep`` console script: a thin Hydra app around :func:`run_from_config`, plus
-the ``init``, ``check``, ``embed``, ``ui`` and ``best`` subcommands.
+the ``init``, ``check``, ``embed``, ``ui``, ``best`` and ``label`` subcommands.
 
 ``ragsweep`` evaluates the default config on the bundled demo data; any axis is an
 override (``ragsweep chunking=heading chunking.size=400 preprocess=nfkc``). ``-m`` with
@@ -9,12 +9,13 @@ one child run per evaluated configuration. Each job of ``-m`` prints one line; `
 override ``verbose=true``) prints each job's whole summary (:func:`run_job`).
 
 ``ragsweep init [DIR]``, ``ragsweep check [OVERRIDES...]``, ``ragsweep embed --shard I/N
-[OVERRIDES...]``, ``ragsweep ui [--port P] [OVERRIDES...]`` and ``ragsweep best
-[SWEEP_DIR|RUN_ID]`` are dispatched by :func:`main` before Hydra sees the arguments (a
-Hydra override always contains ``=``, so these words cannot be one). ``init`` and ``check``
-are documented in docs/install.md, ``embed`` in docs/deploy.md, ``ui`` (the MLflow UI,
-``make ui``) in docs/tracking.md, ``best`` (the configuration a sweep chose) in
-docs/sweeps.md.
+[OVERRIDES...]``, ``ragsweep ui [--port P] [OVERRIDES...]``, ``ragsweep best
+[SWEEP_DIR|RUN_ID]`` and ``ragsweep label [--port P] [OVERRIDES...]`` are dispatched by
+:func:`main` before Hydra sees the arguments (a Hydra override always contains ``=``, so
+these words cannot be one). ``init`` and ``check`` are documented in docs/install.md,
+``embed`` in docs/deploy.md, ``ui`` (the MLflow UI, ``make ui``) in docs/tracking.md,
+``best`` (the configuration a sweep chose) in docs/sweeps.md, ``label`` (labelling the
+golden set in the browser) in docs/golden.md.
 Each subcommand's module is imported only when it is run: importing the four at the top
 made ``ragsweep --help`` about 0.4 s slower (median of 8 runs, 1.7 s → 2.1 s).
 
@@ -142,6 +143,12 @@ def _ui(args: Sequence[str]) -> int:
     return ui_main(args)
 
 
+def _label(args: Sequence[str]) -> int:
+    from ragsweep.cli.label import main as label_main
+
+    return label_main(args)
+
+
 def _best(args: Sequence[str]) -> int:
     from ragsweep.cli.best import main as best_main
 
@@ -154,6 +161,7 @@ SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "embed": _embed,
     "ui": _ui,
     "best": _best,
+    "label": _label,
 }
 """``ragsweep WORD ...`` runs ``SUBCOMMANDS[WORD]`` with the remaining arguments (its exit
 status); anything else is a Hydra command line."""
@@ -194,7 +202,7 @@ def _use_config_dirs(dirs: Sequence[str]) -> None:
 
 def main() -> None:
     """Console-script entry point: a subcommand (``init``, ``check``, ``embed``, ``ui``,
-    ``best``), or the Hydra app (``-v``: ``verbose=true``) with secret-looking overrides
+    ``best``, ``label``), or the Hydra app (``-v``: ``verbose=true``) with secret-looking overrides
     refused before Hydra writes anything and user errors reported as ``error: ...`` with
     exit status 2 (:mod:`ragsweep.cli.errors`)."""
     dirs, argv = take_config_dirs(sys.argv[1:])

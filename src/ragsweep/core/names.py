@@ -15,6 +15,16 @@ HOLDOUT = "holdout"
 """The split a chosen configuration is promoted to, once (docs/promotion.md)."""
 SPLITS = (TUNING, HOLDOUT)
 
+# --- where a golden case came from, and whether it is scored yet ---------------------------
+
+ORIGIN_HAND = "hand"
+"""A case a person wrote (the default of a golden line's ``origin``)."""
+ORIGIN_DRAFTED = "drafted"
+"""A case a model drafted (``ragsweep-golden draft``) and a person accepted."""
+ORIGINS = (ORIGIN_HAND, ORIGIN_DRAFTED)
+STATUS_DRAFT = "draft"
+"""A golden line's ``status`` while nobody has accepted it: never loaded, never scored."""
+
 # --- MLflow run statuses ------------------------------------------------------------------
 
 RUNNING = "RUNNING"

@@ -21,7 +21,7 @@ from typing import Any
 
 from ragsweep.config.schema import GoldenConfig
 from ragsweep.core.errors import GoldenError, ProblemList
-from ragsweep.core.names import SPLITS
+from ragsweep.core.names import ORIGIN_HAND, ORIGINS, SPLITS, STATUS_DRAFT
 from ragsweep.data.corpus import Corpus
 from ragsweep.data.golden_lines import (
     Where,
@@ -47,6 +47,8 @@ CASE_FIELDS = (
     "scope",
     "notes",
     "metadata",
+    "origin",
+    "status",
 )
 DEFAULT_TYPE = "untyped"
 
@@ -75,7 +77,8 @@ class GoldenCase:
 
     ``evidence`` is empty exactly when the case is not answerable. ``scope`` lists the doc
     ids retrieval is restricted to for this case (None: the whole corpus). ``line`` is the
-    1-based line of the case in the golden file.
+    1-based line of the case in the golden file. ``origin``: ``hand`` (written by a person)
+    or ``drafted`` (drafted by a model, then accepted by a person: ``ragsweep label``).
     """
 
     id: str
@@ -86,6 +89,7 @@ class GoldenCase:
     evidence: tuple[EvidenceSpan, ...]
     scope: tuple[str, ...] | None
     line: int
+    origin: str = ORIGIN_HAND
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,7 @@ def _parse_golden(
         where = Where(str(path), line_no)
         try:
             record = read_record(line, where)
-            if record is None:
+            if record is None or is_draft(record):
                 continue
             check_unique_id(record, where, first_line)
             cases.append(parse_case(record, where, holdout_fraction, corpus))
@@ -157,6 +161,12 @@ def _parse_golden(
     if not cases:
         raise GoldenError(f"{path}: golden set contains no cases")
     return GoldenSet(cases=tuple(cases), path=str(path), digest=digest)
+
+
+def is_draft(record: Any) -> bool:
+    """Whether a golden line is a draft nobody accepted yet (``"status": "draft"``): such a
+    line is skipped by the loader and never scored (docs/golden.md, "Drafts")."""
+    return isinstance(record, dict) and record.get("status") == STATUS_DRAFT
 
 
 def read_golden_bytes(path: Path) -> bytes:
@@ -183,6 +193,14 @@ def parse_case(record: Any, where: Where, holdout_fraction: float, corpus: Corpu
     question = required_text(record, "question", where)
     case_type = optional_text(record, "type", DEFAULT_TYPE, where)
     answerable = optional_bool(record, "answerable", True, where)
+    origin = optional_text(record, "origin", ORIGIN_HAND, where)
+    if origin not in ORIGINS:
+        raise where.error(f"'origin' must be one of {', '.join(ORIGINS)}, got {origin!r}")
+    if "status" in record and record["status"] != STATUS_DRAFT:
+        raise where.error(
+            f"'status' may only be {STATUS_DRAFT!r} (a draft, not scored) or absent, "
+            f"got {record['status']!r}"
+        )
     split = parse_split(record, case_id, holdout_fraction, where)
     scope = parse_scope(record.get("scope"), where, corpus)
     evidence = parse_evidence(record.get("evidence", []), where, corpus, scope)
@@ -199,4 +217,5 @@ def parse_case(record: Any, where: Where, holdout_fraction: float, corpus: Corpu
         evidence=tuple(EvidenceSpan(doc, start, end) for doc, start, end in evidence),
         scope=scope,
         line=where.line,
+        origin=origin,
     )

@@ -34,11 +34,7 @@ def resolve_quote(text: str, quote: str, occurrence: int | None = None) -> tuple
         raise ValueError("quote is empty")
     if occurrence is not None and occurrence < 1:
         raise ValueError(f"occurrence={occurrence} must be >= 1 (1 = first occurrence)")
-    matches = (
-        _exact_matches(text, quote)
-        or _tolerant_matches(text, quote)
-        or _folded_matches(text, quote)
-    )
+    matches = quote_matches(text, quote)
     preview = _preview(quote)
     if not matches:
         raise ValueError(
@@ -57,6 +53,16 @@ def resolve_quote(text: str, quote: str, occurrence: int | None = None) -> tuple
             f"occurrence={occurrence} but quote {preview} occurs only {len(matches)} time(s)"
         )
     return matches[occurrence - 1]
+
+
+def quote_matches(text: str, quote: str) -> list[tuple[int, int]]:
+    """Every match of ``quote`` of the first kind that has any (exact, tolerant, folded),
+    left to right, as source offsets; ``occurrence`` N of :func:`resolve_quote` is the Nth."""
+    return (
+        _exact_matches(text, quote)
+        or _tolerant_matches(text, quote)
+        or _folded_matches(text, quote)
+    )
 
 
 def _exact_matches(text: str, quote: str) -> list[tuple[int, int]]:

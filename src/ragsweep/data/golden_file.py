@@ -1,0 +1,192 @@
+"""Editing a golden JSONL file case by case, as ``ragsweep label`` does, without ever
+overwriting what someone else wrote meanwhile.
+
+The file stays a plain golden JSONL a person can edit by hand: a save replaces (or appends)
+one line and leaves every other line byte for byte as it was; the whole file is written to a
+temporary sibling and renamed into place (:func:`ragsweep.core.atomic.write_bytes_atomic`),
+so a case is never half-written. Every change names the digest (sha256 of the bytes) of the
+file it was made against: when the file on disk no longer has that digest (an edit in an
+editor, a ``git pull``), the change is refused with :class:`GoldenConflictError` and
+nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragsweep.core.atomic import write_bytes_atomic
+from ragsweep.core.errors import GoldenError
+from ragsweep.data.corpus import Corpus
+from ragsweep.data.quotes import quote_matches
+from ragsweep.data.spans import trim_span
+
+DRAFTS_SUFFIX = ".drafts.jsonl"
+"""``golden.jsonl`` → ``golden.drafts.jsonl``: where ``ragsweep-golden draft`` writes by
+default and where ``ragsweep label`` finds its review queue."""
+
+
+class GoldenConflictError(GoldenError):
+    """The golden file changed on disk since it was read: the change was not written."""
+
+
+@dataclass(frozen=True)
+class GoldenLine:
+    """One non-blank line of a golden file: its 1-based ``line`` number, its text, and its
+    JSON ``record`` (None when the line is not a JSON object)."""
+
+    line: int
+    text: str
+    record: dict[str, Any] | None
+
+    @property
+    def case_id(self) -> str | None:
+        """The record's ``id`` when it is a string."""
+        value = None if self.record is None else self.record.get("id")
+        return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class GoldenFile:
+    """A golden file as read: its ``lines`` (all of them, blank ones included) and
+    ``digest`` (sha256 of its bytes; ``""`` when the file does not exist yet)."""
+
+    path: Path
+    lines: tuple[str, ...]
+    digest: str
+
+    def records(self) -> list[GoldenLine]:
+        """The non-blank lines, each with its JSON object when it is one."""
+        return [
+            GoldenLine(number, text, _record(text))
+            for number, text in enumerate(self.lines, start=1)
+            if text.strip()
+        ]
+
+    def find(self, case_id: str) -> GoldenLine | None:
+        """The line holding the case ``case_id`` (None: no such case)."""
+        return next((line for line in self.records() if line.case_id == case_id), None)
+
+
+def evidence_item(corpus: Corpus, doc: str, start: int, end: int) -> dict[str, Any]:
+    """A selection ``[start, end)`` of ``doc`` as a golden evidence item: trimmed, written
+    as a quote, with ``occurrence`` when the quote occurs more than once (offsets when the
+    quote cannot name this occurrence, e.g. inside an overlapping repeat)."""
+    if doc not in corpus:
+        raise GoldenError(f"unknown document {doc!r}")
+    text = corpus.get(doc).text
+    if not 0 <= start < end <= len(text):
+        raise GoldenError(
+            f"{doc}: selection [{start}, {end}) is outside the document (0-{len(text)})"
+        )
+    trimmed = trim_span(text, (start, end))
+    if trimmed is None:
+        raise GoldenError(f"{doc}: the selection [{start}, {end}) holds only whitespace")
+    quote = text[trimmed[0] : trimmed[1]]
+    matches = quote_matches(text, quote)
+    if trimmed not in matches:
+        return {"doc": doc, "start": trimmed[0], "end": trimmed[1]}
+    if len(matches) == 1:
+        return {"doc": doc, "quote": quote}
+    return {"doc": doc, "quote": quote, "occurrence": matches.index(trimmed) + 1}
+
+
+def drafts_path(golden_path: Path) -> Path:
+    """The default drafts file beside ``golden_path`` (:data:`DRAFTS_SUFFIX`)."""
+    name = golden_path.name.removesuffix(".jsonl")
+    return golden_path.with_name(name + DRAFTS_SUFFIX)
+
+
+def file_digest(data: bytes) -> str:
+    """sha256 of a file's bytes, the version a change is made against."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_golden_file(path: Path) -> GoldenFile:
+    """The file's lines and digest (a missing file reads as empty, digest ``""``)."""
+    if not path.exists():
+        return GoldenFile(path, (), "")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GoldenError(f"{path}: cannot be read ({exc.strerror})") from None
+    text = data.decode("utf-8-sig", "surrogateescape")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it does not start another
+    return GoldenFile(path, tuple(lines), file_digest(data))
+
+
+def case_line(record: Mapping[str, Any]) -> str:
+    """One golden line: the record as compact JSON, non-ASCII characters kept as written."""
+    return json.dumps(record, ensure_ascii=False, separators=(", ", ": "))
+
+
+def save_case(
+    path: Path, expected_digest: str, record: Mapping[str, Any], replaces: str | None
+) -> str:
+    """Write ``record`` in place of the case ``replaces`` (None: append it); return the
+    file's new digest. Refuses (GoldenConflictError) when the file is not the version
+    ``expected_digest`` names, or when the record's id is another case's."""
+    current = _current(path, expected_digest)
+    new_id = record.get("id")
+    clash = current.find(new_id) if isinstance(new_id, str) else None
+    if clash is not None and new_id != replaces:
+        raise GoldenError(f"{path}:{clash.line}: a case with id {new_id!r} exists already")
+    lines = list(current.lines)
+    if replaces is None:
+        lines.append(case_line(record))
+    else:
+        lines[_line_of(current, replaces) - 1] = case_line(record)
+    return _write(path, lines)
+
+
+def append_cases(path: Path, expected_digest: str, records: list[dict[str, Any]]) -> str:
+    """Append ``records`` as lines in one atomic write; return the file's new digest (as
+    :func:`save_case`: refused when the file is not the version ``expected_digest`` names)."""
+    current = _current(path, expected_digest)
+    return _write(path, [*current.lines, *(case_line(record) for record in records)])
+
+
+def delete_case(path: Path, expected_digest: str, case_id: str) -> str:
+    """Remove the case ``case_id``'s line; return the file's new digest (as :func:`save_case`)."""
+    current = _current(path, expected_digest)
+    lines = list(current.lines)
+    del lines[_line_of(current, case_id) - 1]
+    return _write(path, lines)
+
+
+def _current(path: Path, expected_digest: str) -> GoldenFile:
+    current = read_golden_file(path)
+    if current.digest != expected_digest:
+        raise GoldenConflictError(
+            f"{path} changed on disk since it was loaded (an edit elsewhere?): nothing was "
+            "written, so that edit is kept; reload to see it, then make the change again"
+        )
+    return current
+
+
+def _line_of(current: GoldenFile, case_id: str) -> int:
+    found = current.find(case_id)
+    if found is None:
+        raise GoldenError(f"{current.path}: no case with id {case_id!r}")
+    return found.line
+
+
+def _write(path: Path, lines: list[str]) -> str:
+    data = ("".join(line + "\n" for line in lines)).encode("utf-8", "surrogateescape")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, data)
+    return file_digest(data)
+
+
+def _record(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
