@@ -95,7 +95,13 @@ def test_keys_change_with_each_relevant_input(mini_project: Path, monkeypatch) -
     raw = build_preprocessor(PreprocessConfig(steps=()))
     base_texts = texts_key(base, base_cfg, raw)
     stage_of = {f.name: f.metadata.get("stage", "own") for f in dataclasses.fields(base_cfg)}
-    assert stage_of == {"mode": "own", "size": "own", "overlap": "own", "heading_prefix": "texts"}
+    assert stage_of == {
+        "mode": "own",
+        "size": "own",
+        "overlap": "own",
+        "heading_prefix": "texts",
+        "title_prefix": "texts",
+    }
     for name, stage in stage_of.items():  # every field: its own stage's key, and only it
         changed = _changed(base_cfg, name)
         moves_chunks = chunks_key(corpus, changed) != base
