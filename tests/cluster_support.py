@@ -63,18 +63,20 @@ def worker_env() -> dict[str, str]:
 
 
 def check_sweep(out: subprocess.CompletedProcess[str], tmp_path: Path) -> None:
-    """The sweep of :data:`SWEEP` went through: every child run logged once (the failing one
-    as FAILED, with its error), the parent saw every objective, the sweep went on."""
-    assert out.returncode == 0, out.stderr[-3000:]
+    """The sweep of :data:`SWEEP` went through on the workers: every child run logged once
+    (the failing one as FAILED, with its error), the parent saw every objective; because a
+    job failed, the sweep exits 2 with its parent FAILED and chooses nothing (the same
+    command runs the failed job again: docs/sweeps.md, "Failed jobs and changed inputs")."""
+    assert out.returncode == 2, out.stderr[-3000:]
     assert "database is locked" not in out.stderr
     assert "axis 1/1 chunking.size: launching 4 of 4 configuration(s)" in out.stdout
     assert f"failed chunking.size={FAILING_SIZE}: " in out.stdout
-    assert "final recall_at_5 = " in out.stdout  # the end-of-sweep table was printed
+    assert "1 job(s) of the sweep failed" in out.stderr
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
     runs = client.search_runs(client.get_experiment_by_name("ragsweep").experiment_id)
     (parent,) = [r for r in runs if r.data.tags.get("ragsweep.sweep_role") == "parent"]
-    assert parent.info.status == "FINISHED"
+    assert parent.info.status == "FAILED"
     children = [r for r in runs if r is not parent]
     assert len(children) == 4
     assert {c.data.params["chunking.size"] for c in children} == SIZES
@@ -87,14 +89,13 @@ def check_sweep(out: subprocess.CompletedProcess[str], tmp_path: Path) -> None:
     assert all(c.info.status == "FINISHED" for c in finished)
 
     result = yaml.safe_load((tmp_path / "sweep" / "sweep_result.yaml").read_text())
-    assert result["complete"] is True
+    assert result["complete"] is False and result["final"] is None
     (axis,) = result["axes"]
     statuses = {t["value"]: t["status"] for t in axis["trials"]}
     assert statuses == {"100": "new", "120": "new", "160": "new", FAILING_SIZE: "failed"}
     objectives = {c.info.run_id: c.data.metrics["recall_at_5"] for c in finished}
     by_run = {t["run_id"]: t["objective"] for t in axis["trials"] if t["status"] == "new"}
     assert by_run == objectives  # the parent saw the objective of every job that ran
-    assert result["final"]["objective"] == max(objectives.values())
     # per-case values written by the workers pair every value with the chosen one
     others = [t for t in axis["trials"] if t["status"] == "new" and t["value"] != axis["chosen"]]
     assert len(others) == 2

@@ -17,8 +17,11 @@ REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 BUNDLED = sorted(p.stem for p in REPO_SWEEPS.glob("*.yaml"))
 # What a sweep needs besides the demo data: extra overrides, and the marks they need.
 RERANKER = "rerank.model={ce}"
+SUBSET = "golden.path={subset}"
+"""Every fourth demo case: the retrieval sweep's reranker scores every candidate of every
+case in nine jobs, and what can crash does not depend on how many cases there are."""
 NEEDS: dict[str, tuple[tuple[str, ...], tuple[pytest.MarkDecorator, ...]]] = {
-    "retrieval": ((RERANKER,), (needs_st, pytest.mark.slow)),
+    "retrieval": ((RERANKER, SUBSET), (needs_st, pytest.mark.slow)),
     "chunking": ((), (pytest.mark.slow,)),
 }
 
@@ -33,12 +36,24 @@ def reranker(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_cross_encoder(tmp_path_factory.mktemp("ce") / "tiny-ce")
 
 
+@pytest.fixture(scope="module")
+def subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A quarter of the demo golden set (both splits), as its own file."""
+    lines = (REPO_SWEEPS.parent / "demo" / "golden.jsonl").read_text(encoding="utf-8")
+    path = tmp_path_factory.mktemp("golden") / "golden.jsonl"
+    path.write_text("".join(lines.splitlines(keepends=True)[::4]), encoding="utf-8")
+    return path
+
+
 def overrides_of(name: str, request: pytest.FixtureRequest) -> list[str]:
     extra = NEEDS.get(name, ((), ()))[0]
-    if not any("{ce}" in line for line in extra):
-        return list(extra)
-    folder = request.getfixturevalue("reranker")
-    return [line.format(ce=folder) for line in extra]
+    fixtures = {"ce": "reranker", "subset": "subset"}
+    values = {
+        key: request.getfixturevalue(fixture)
+        for key, fixture in fixtures.items()
+        if any(f"{{{key}}}" in line for line in extra)
+    }
+    return [line.format(**values) for line in extra]
 
 
 @pytest.mark.parametrize(
