@@ -35,3 +35,7 @@ RECORD_FILE = "record.json"
 """Everything needed to log the run later (``ragsweep-log RUN_DIR``)."""
 TABLE_FILE = "cases_table.json"
 """The per-case table the MLflow UI shows."""
+
+PERMISSION_TYPE = "permission"
+"""The golden case type of a permission case: a question whose only evidence is in documents
+its ``principal`` may not read, scored as "nothing restricted retrieved", not as recall."""

@@ -31,6 +31,7 @@ from ragsweep.data.access import (
     Access,
     access_identity,
     check_references,
+    known_groups,
     parse_access,
 )
 
@@ -90,6 +91,11 @@ class Corpus:
         if known is not None:
             return known
         return {d.id: d.access for d in self.documents if d.access is not None}
+
+    @functools.cached_property
+    def groups(self) -> frozenset[str]:
+        """Every group some document's ``acl`` names (what a case's ``principal`` may name)."""
+        return known_groups(self.access.values())
 
     def __len__(self) -> int:
         return len(self.documents)
