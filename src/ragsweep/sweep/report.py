@@ -233,6 +233,9 @@ def print_table(result: SweepResult, console: Console) -> None:
             widest = max([len(name), *(len(row[index]) for rows in sections for row in rows)])
             justify: JustifyMethod = "right" if name in RIGHT else "left"
             table.add_column(name, justify=justify, no_wrap=True, min_width=widest)
+        elif name == "value":  # labels stay whole: the note column wraps first
+            widest = max(len(row[index]) for rows in sections for row in rows[1:] or [[""]])
+            table.add_column(name, overflow="fold", min_width=min(widest, 24))
         else:
             table.add_column(name, overflow="fold")
     for rows in sections:
