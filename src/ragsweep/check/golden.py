@@ -18,14 +18,14 @@ from ragsweep.config.schema import GoldenConfig
 from ragsweep.core.errors import GoldenError
 from ragsweep.data.corpus import Corpus
 from ragsweep.data.golden import (
-    CASE_FIELDS,
     GoldenCase,
     GoldenSet,
+    case_head,
     is_draft,
     parse_case,
     read_golden_bytes,
 )
-from ragsweep.data.golden_lines import Where, reject_unknown_fields, required_text
+from ragsweep.data.golden_lines import Where
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def check_golden_alone(cfg: GoldenConfig) -> tuple[Problem, ...]:
             record = json.loads(line)
             if is_draft(record):  # not a case until accepted (ragsweep label)
                 continue
-            case_id = _case_id(record, Where(str(path), line_no))
+            case_id = case_head(record, Where(str(path), line_no))[2]
         except json.JSONDecodeError as exc:
             message = f"invalid JSON ({exc.msg} at column {exc.colno})"
             problems.append(Problem(f"{path}:{line_no}", message))
@@ -132,15 +132,3 @@ def check_golden_alone(cfg: GoldenConfig) -> tuple[Problem, ...]:
         first.setdefault(case_id, line_no)
     note = "evidence and scopes not checked: the corpus could not be read (see above)"
     return (*problems, Problem(str(path), note))
-
-
-def _case_id(record: object, where: Where) -> str:
-    """A line's case id, after the checks that need no corpus."""
-    if not isinstance(record, dict):
-        raise where.error(f"expected a JSON object, got {type(record).__name__}")
-    raw_id = record.get("id")
-    if isinstance(raw_id, str) and raw_id.strip():
-        where = Where(where.path, where.line, raw_id)
-    reject_unknown_fields(record, CASE_FIELDS, "field", where)
-    required_text(record, "question", where)
-    return required_text(record, "id", where)

@@ -180,17 +180,27 @@ def read_golden_bytes(path: Path) -> bytes:
         raise GoldenError(f"{path}: cannot be read ({exc.strerror})") from None
 
 
-def parse_case(record: Any, where: Where, holdout_fraction: float, corpus: Corpus) -> GoldenCase:
-    """The case of one golden line's JSON ``record``, every field checked against ``corpus``
-    (GoldenError for the first problem, located by ``where``)."""
+def case_head(record: Any, where: Where) -> tuple[dict[str, Any], Where, str, str]:
+    """The checks of a golden line that need no corpus (a JSON object of known fields with
+    an id and a question): the record, ``where`` naming the case, its id and question."""
     if not isinstance(record, dict):
         raise where.error(f"expected a JSON object, got {type(record).__name__}")
     raw_id = record.get("id")
     if isinstance(raw_id, str) and raw_id.strip():
         where = Where(where.path, where.line, raw_id)
     reject_unknown_fields(record, CASE_FIELDS, "field", where)
-    case_id = required_text(record, "id", where)
-    question = required_text(record, "question", where)
+    return (
+        record,
+        where,
+        required_text(record, "id", where),
+        required_text(record, "question", where),
+    )
+
+
+def parse_case(record: Any, where: Where, holdout_fraction: float, corpus: Corpus) -> GoldenCase:
+    """The case of one golden line's JSON ``record``, every field checked against ``corpus``
+    (GoldenError for the first problem, located by ``where``)."""
+    record, where, case_id, question = case_head(record, where)
     case_type = optional_text(record, "type", DEFAULT_TYPE, where)
     answerable = optional_bool(record, "answerable", True, where)
     origin = optional_text(record, "origin", ORIGIN_HAND, where)
