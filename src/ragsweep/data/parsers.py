@@ -15,6 +15,7 @@ its format is read.
 
 from __future__ import annotations
 
+import functools
 import re
 import zipfile
 from collections.abc import Callable
@@ -82,7 +83,13 @@ class Parser:
     @property
     def version(self) -> str:
         """The library's installed version (part of what identifies parsed text)."""
-        return version(self.library)
+        return _installed_version(self.library)
+
+
+@functools.cache
+def _installed_version(library: str) -> str:
+    """Read once per process: the key of every parsed file asks for it."""
+    return version(library)
 
 
 PARSERS: Registry[Parser] = Registry("corpus parser")
