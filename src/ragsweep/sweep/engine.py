@@ -154,9 +154,10 @@ class SweepRun:
             return None
         corpus = load_corpus(run_cfg.corpus)
         golden = load_golden(run_cfg.golden, corpus)
-        digest = sweep_digest(self.spec, baseline.config_hash, corpus.content_hash(), golden.digest)
+        corpus_hash = corpus.content_hash()
+        digest = sweep_digest(self.spec, baseline.config_hash, corpus_hash, golden.digest)
         runs = SweepRuns.open(run_cfg.tracking, self.spec, digest, self.resume)
-        runs.inputs = {tag.SWEEP_GOLDEN: golden.digest, tag.SWEEP_CORPUS: corpus.content_hash()}
+        runs.inputs = {tag.SWEEP_GOLDEN: golden.digest, tag.SWEEP_CORPUS: corpus_hash}
         if multi_factor:
             runs.tag_parent(tag.SWEEP_MULTI_FACTOR, factors_tag(self.spec, multi_factor))
         if not runs.resumed:
