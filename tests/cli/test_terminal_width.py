@@ -181,7 +181,7 @@ def test_compare_fits_and_prints_the_decision_figures(
     row = next(line for line in out.stdout.splitlines() if line.startswith(f"| {objective} |"))
     assert row == f"| {objective} | {before:.4f} | {after:.4f} | {after - before:+.4f} |"
     decision = " ".join(out.stdout.split("**Decision: ", 1)[1].split("**", 1)[0].split())
-    assert f"{objective} {after - before:+.4f}, p = " in decision
+    assert f"{objective} {after - before:+.4f} [" in decision
     p_value = re.search(r"p = (\d\.\d{4})", decision)
     assert p_value is not None
     significance = " ".join(out.stdout.split("## Paired significance", 1)[1].split())

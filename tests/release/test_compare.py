@@ -13,8 +13,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from ragsweep.cli.release import compare_main
-from ragsweep.eval.stats import paired_randomization_test
-from ragsweep.release.compare import compare_runs, render_markdown
+from ragsweep.release.compare import adjust_candidates, compare_runs, render_markdown
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.store import RunStore
 
@@ -237,15 +236,22 @@ def test_cli_prints_markdown_and_logs_it_on_the_candidate(
     assert store.get(candidate).tags["ragsweep.compared_with"] == baseline
 
 
-def test_exact_and_sampled_p_values() -> None:
-    assert paired_randomization_test([1.0, 1.0, 1.0]).p_value == pytest.approx(2 / 8)
-    assert paired_randomization_test([0.0, 0.0]).p_value == 1.0
-    differences = [1.0, -0.5, 1.0, 0.5, 1.0, 1.0, -1.0, 0.5, 1.0, 0.25, 1.0, 0.5]
-    exact = paired_randomization_test(differences, resamples=4096)
-    sampled = paired_randomization_test(differences, resamples=4095, seed=7)
-    assert exact.exact and not sampled.exact
-    assert abs(exact.p_value - sampled.p_value) < 0.03
-    assert paired_randomization_test(differences, resamples=4095, seed=7) == sampled
-    # sampled p-values count the observed assignment, so they are never 0
-    extreme = paired_randomization_test([1.0] * 20, resamples=999, seed=0)
-    assert extreme.p_value == pytest.approx(1 / 1000)
+def test_several_candidates_are_holm_adjusted(
+    builder: RunBuilder, store: RunStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 6 of 12 cases gained: p = 2/64 adopts alone, not beside a second, null candidate
+    rows = [(f"g{i:02d}", "factual", (0, 0.0), (int(i < 6), float(i < 6))) for i in range(12)]
+    baseline = builder.log("b", [case_row(i, t, b, 1.0, "baseline") for i, t, b, _ in rows])
+    gain = builder.log("c1", [case_row(i, t, c, 1.0, "candidate") for i, t, _, c in rows])
+    same = builder.log("c2", [case_row(i, t, b, 1.0, "candidate") for i, t, b, _ in rows])
+    alone = compare_runs(store, baseline, gain)
+    assert alone.verdict == "adopt" and alone.p_adjusted is None
+    assert (alone.test.gained, alone.test.lost) == (6, 0)
+    assert alone.test.low > 0  # the interval excludes 0 as p <= alpha does
+    adjusted = adjust_candidates([alone, compare_runs(store, baseline, same)])
+    assert adjusted[0].p_adjusted == pytest.approx(2 * 2 / 64)
+    assert adjusted[0].verdict == "inconclusive" and adjusted[1].p_adjusted == 1.0
+    with pytest.raises(SystemExit):
+        compare_main([baseline, gain, same, "--tracking-uri", store.uri, "--no-log"])
+    out = " ".join(capsys.readouterr().out.split())  # the decision line is wrapped
+    assert "Holm-adjusted over 2 candidates 0.0625" in out

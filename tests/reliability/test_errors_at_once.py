@@ -64,7 +64,8 @@ def test_two_thousand_bad_lines_are_reported_in_one_pass(
     # every listed problem is file:line (+ case id where there is one), in file order
     assert listed[0] == (
         f"  {path}:2: case 'c0': unknown field 'evidense' (allowed: id, question, type, "
-        "answerable, split, evidence, scope, notes, metadata, origin, status); did you mean "
+        "answerable, split, evidence, scope, principal, notes, metadata, origin, status); "
+        "did you mean "
         "'evidence'?"
     )
     assert listed[1].startswith(f"  {path}:3: case 'c1': evidence[0]: unknown doc 'nope.md'")
@@ -82,7 +83,8 @@ def test_a_single_problem_keeps_the_one_line_message(tmp_path: Path, mini_projec
         load_golden(GoldenConfig(path=str(path)), corpus)
     assert str(info.value) == (
         f"{path}:2: case 'c0': unknown field 'evidense' (allowed: id, question, type, "
-        "answerable, split, evidence, scope, notes, metadata, origin, status); did you mean "
+        "answerable, split, evidence, scope, principal, notes, metadata, origin, status); "
+        "did you mean "
         "'evidence'?"
     )
 

@@ -92,7 +92,7 @@ def test_allow_multi_factor_runs_and_records_the_other_factors(
     out = capsys.readouterr().out
     assert "axis 1/2 chunking (allow_multi_factor) also changes:" in out
     assert "chunking.size = 800 for fixed; 1200 for heading" in out
-    assert "1. chunking (multi-factor)" in out  # the table's axis row
+    assert "1. chunking" in out and "(multi-factor)" in out  # the table's axis row
     summary = (tmp_path / "s1" / "sweep_summary.md").read_text()
     assert "axis 1 (chunking) also changes (allowed):" in summary
 
@@ -284,7 +284,7 @@ def test_significant_keeps_the_start_on_a_gain_of_two_cases(tmp_path: Path, caps
         assert other.delta == pytest.approx(2 / 12 if chosen == "none" else -2 / 12)
     out = capsys.readouterr().out
     assert "✓* none" in out and "✓* nfkc" in out
-    assert "not distinguishable from the runner-up (p >= 0.05): preprocess" in out
+    assert "not distinguishable from the runner-up (adjusted p > 0.05): preprocess" in out
     # the table's rows (value rows are indented three columns; wrapped lines below the
     # table continue further in, and may hold a path wider than the terminal)
     table = [line for line in out.splitlines() if re.match(r"value |   \S|✓", line)]
@@ -321,4 +321,8 @@ def test_significant_adopts_a_clear_gain_with_the_stats_of_ragsweep_compare(
     assert paired["p_value"] == compared.test.p_value
     assert paired["delta"] == pytest.approx(compared.test.mean_difference)
     assert paired["sign_assignments"] == 100 and saved["seed"] == 4
+    assert (paired["gained"], paired["lost"]) == (0, 8)
+    assert paired["p_adjusted"] >= paired["p_value"] and saved["adjust"] == "holm"
+    _low, high = paired["interval"]
+    assert (high < 0) == (paired["p_value"] <= 1 - paired["interval_level"])
     assert saved["decision"] == "significant" and saved["axes"][0]["distinguishable"] is True

@@ -2,8 +2,9 @@
 
 - ``ragsweep-promote RUN_ID | --best | --latest``: evaluate a tuning run's config on the
   holdout split; the new run id is printed on stdout (the report goes to stderr).
-- ``ragsweep-compare BASELINE CANDIDATE``: paired comparison, Markdown on stdout, logged as
-  ``comparison.md``/``comparison.json`` on the candidate run.
+- ``ragsweep-compare BASELINE CANDIDATE [CANDIDATE ...]``: paired comparison, Markdown on
+  stdout, logged as ``comparison.md``/``comparison.json`` on each candidate run; with several
+  candidates the p-values are Holm-adjusted over them.
 - ``ragsweep-gate check`` / ``ragsweep-gate ratchet RUN_ID --slack 0.05``.
 - ``ragsweep-nightly``: gate + record in ``eval_logs/``.
 
@@ -30,7 +31,12 @@ from ragsweep.core import tags as tag
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.names import HOLDOUT, TUNING
 from ragsweep.core.terminal import markdown_table
-from ragsweep.release.compare import compare_runs, log_comparison, render_markdown
+from ragsweep.release.compare import (
+    adjust_candidates,
+    compare_runs,
+    log_comparison,
+    render_markdown,
+)
 from ragsweep.release.errors import RunLookupError, ThresholdsError
 from ragsweep.release.gate import render_outcome, run_gate
 from ragsweep.release.nightly import DEFAULT_DROP, run_nightly
@@ -137,7 +143,12 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
         description="Compare two runs case by case over the same golden cases.",
     )
     parser.add_argument("baseline", type=run_id_argument)
-    parser.add_argument("candidate", type=run_id_argument)
+    parser.add_argument(
+        "candidate",
+        nargs="+",
+        type=run_id_argument,
+        help="one or more; several are Holm-adjusted over each other",
+    )
     parser.add_argument("--metric", help="primary per-case metric (default: eval.objective)")
     parser.add_argument(
         "--force", action="store_true", help="compare even if golden/split/corpus differ"
@@ -151,20 +162,24 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     _add_store_option(parser)
     args = parser.parse_args(argv)
     store, _ = _open_store(args)
-    comparison = compare_runs(
-        store,
-        args.baseline,
-        args.candidate,
-        metric=args.metric,
-        force=args.force,
-        resamples=args.resamples,
-        seed=args.seed,
-        alpha=args.alpha,
-    )
-    markdown = render_markdown(comparison)
-    print(markdown)
-    if not args.no_log:
-        log_comparison(store, comparison, markdown)
+    comparisons = [
+        compare_runs(
+            store,
+            args.baseline,
+            candidate,
+            metric=args.metric,
+            force=args.force,
+            resamples=args.resamples,
+            seed=args.seed,
+            alpha=args.alpha,
+        )
+        for candidate in args.candidate
+    ]
+    for comparison in adjust_candidates(comparisons):
+        markdown = render_markdown(comparison)
+        print(markdown)
+        if not args.no_log:
+            log_comparison(store, comparison, markdown)
     return 0
 
 

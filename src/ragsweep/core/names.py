@@ -54,3 +54,7 @@ VERBOSE_KEY = "verbose"
 """``verbose=true`` (``-v``): each job of ``-m`` prints its whole summary, not one line."""
 NOT_REPRODUCED = frozenset({SWEEP_KEY, VERBOSE_KEY})
 """Override keys a ``reproduce:`` command leaves out: they choose how to run, not what."""
+
+PERMISSION_TYPE = "permission"
+"""The golden case type of a permission case: a question whose only evidence is in documents
+its ``principal`` may not read, scored as "nothing restricted retrieved", not as recall."""

@@ -12,6 +12,7 @@ Symbolic links to outside the corpus directory are read only with
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import itertools
 import json
@@ -30,6 +31,15 @@ from ragsweep.core.errors import ConfigError, CorpusError, ProblemList
 from ragsweep.core.hashing import sha256_file, sha256_json, sha256_parts, source_digest
 from ragsweep.core.lone_surrogates import lone_surrogate
 from ragsweep.data import parsers as parsers_module
+from ragsweep.data.access import (
+    ACCESS_FIELDS,
+    SIDECAR,
+    Access,
+    access_identity,
+    check_references,
+    known_groups,
+    parse_access,
+)
 from ragsweep.data.parsers import (
     FORMAT_EXTENSIONS,
     OFF,
@@ -49,6 +59,8 @@ class Document:
     text: str
     title: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    access: Access | None = None
+    """Who may read it, revoked, version (:mod:`ragsweep.data.access`); None: anyone."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,20 @@ class Corpus:
             return SortedPositions(ids)
         return {doc_id: i for i, doc_id in enumerate(ids)}
 
+    @functools.cached_property
+    def access(self) -> Mapping[str, Access]:
+        """The access metadata of every document that has some, by id: the reader's own
+        table when it keeps one (a lazily read JSONL file stores it beside its ids)."""
+        known = getattr(self.documents, "access", None)
+        if known is not None:
+            return known
+        return {d.id: d.access for d in self.documents if d.access is not None}
+
+    @functools.cached_property
+    def groups(self) -> frozenset[str]:
+        """Every group some document's ``acl`` names (what a case's ``principal`` may name)."""
+        return known_groups(self.access.values())
+
     def __len__(self) -> int:
         return len(self.documents)
 
@@ -104,8 +130,11 @@ class Corpus:
         return sum(len(d.text) for d in self.documents)
 
     def content_hash(self) -> str:
-        """sha256 over every (id, text) pair in id order. Titles and metadata are not hashed:
-        they do not reach the index."""
+        """sha256 over every (id, text) pair in id order, and, when some document has access
+        metadata (:mod:`ragsweep.data.access`), over that too: a changed ACL or revocation
+        is a new corpus snapshot. A corpus without any hashes as it did before access
+        metadata existed. Titles and ``metadata`` are not hashed: they do not reach the
+        index."""
         return self._content_hash
 
     @functools.cached_property
@@ -114,7 +143,10 @@ class Corpus:
         # dataclass without object.__setattr__
         if self.known_hash is not None:
             return self.known_hash
-        return sha256_parts(p for d in self.documents for p in (d.id, d.text))
+        texts = sha256_parts(p for d in self.documents for p in (d.id, d.text))
+        if not self.access:
+            return texts
+        return sha256_json({"texts": texts, "access": access_identity(self.access)})
 
 
 class SortedPositions(Mapping[str, int]):
@@ -219,15 +251,18 @@ def parsers_by_extension(cfg: CorpusConfig) -> dict[str, tuple[str, Parser]]:
 def _read_directory(root: Path, cfg: CorpusConfig, cache: StageCache) -> list[Document]:
     problems = ProblemList(f"corpus.path={root}", CorpusError)
     parsers = parsers_by_extension(cfg)
-    files = _document_files(root, cfg, problems, set(parsers))
+    found = _document_files(root, cfg, problems, set(parsers))
+    files = [(doc_id, file) for doc_id, file in found if doc_id != SIDECAR]
+    access = _read_sidecar(root / SIDECAR, {doc_id for doc_id, _ in files}, problems)
     documents = []
     for doc_id, file in files:
         try:
             parser = parsers.get(file.suffix.lower())
             if parser is None:
-                documents.append(Document(id=doc_id, text=_read_utf8(file)))
+                document = Document(id=doc_id, text=_read_utf8(file))
             else:
-                documents.append(_parsed_document(doc_id, file, *parser, cache))
+                document = _parsed_document(doc_id, file, *parser, cache)
+            documents.append(dataclasses.replace(document, access=access.get(doc_id)))
         except CorpusError as exc:
             problems.add(str(exc))
         except UnreadableDocument as exc:
@@ -268,6 +303,50 @@ def parse_key(file: Path, name: str, parser: Parser) -> str:
 @functools.cache
 def _parsers_code() -> str:
     return source_digest(parsers_module)
+
+
+def _read_sidecar(file: Path, ids: set[str], problems: ProblemList) -> dict[str, Access]:
+    """The access metadata of a folder's documents (:data:`~ragsweep.data.access.SIDECAR`,
+    one object a line); every bad line is added to ``problems``. Empty without the file."""
+    if not file.is_file():
+        return {}
+    try:
+        text = _read_utf8(file, encoding="utf-8-sig")
+    except CorpusError as exc:
+        problems.add(str(exc))
+        return {}
+    access: dict[str, Access] = {}
+    where: dict[str, str] = {}
+    for line_no, line in enumerate(jsonl_lines(text), start=1):
+        if not line.strip():
+            continue
+        here = f"{file}:{line_no}"
+        try:
+            doc_id, item = _sidecar_line(json_line(line, here), here, ids)
+        except CorpusError as exc:
+            problems.add(str(exc))
+            continue
+        if doc_id in where:
+            problems.add(f"{here}: document {doc_id!r} already listed on {where[doc_id]}")
+            continue
+        access[doc_id], where[doc_id] = item, here
+    check_references(access, ids, where, problems)
+    return access
+
+
+def _sidecar_line(record: Any, where: str, ids: set[str]) -> tuple[str, Access]:
+    if not isinstance(record, dict):
+        raise CorpusError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    unknown = set(record) - ACCESS_FIELDS - {"id"}
+    if unknown:
+        raise CorpusError(
+            f"{where}: unknown field(s) {sorted(unknown)}; expected id and any of "
+            f"{sorted(ACCESS_FIELDS)}"
+        )
+    doc_id = record.get("id")
+    if not isinstance(doc_id, str) or doc_id not in ids:
+        raise CorpusError(f"{where}: 'id' {doc_id!r} names no document of the folder")
+    return doc_id, parse_access(record, where, doc_id) or Access()
 
 
 def _document_files(
@@ -417,6 +496,9 @@ def read_jsonl_numbered(file: Path) -> list[tuple[Document, int]]:
             continue
         first_line[doc.id] = line_no
         documents.append((doc, line_no))
+    access = {doc.id: doc.access for doc, _ in documents if doc.access is not None}
+    located = {doc_id: f"{file}:{first_line[doc_id]}" for doc_id in access}
+    check_references(access, first_line, located, problems)
     problems.raise_if_any()
     return documents
 
@@ -434,7 +516,7 @@ def json_line(line: str, where: str) -> Any:
     return value
 
 
-_FIELDS = frozenset({"id", "text", "title", "metadata"})
+_FIELDS = frozenset({"id", "text", "title", "metadata"}) | ACCESS_FIELDS
 
 
 def document_from_record(record: Any, where: str) -> Document:
@@ -455,4 +537,5 @@ def document_from_record(record: Any, where: str) -> Document:
         metadata = {}
     if not isinstance(metadata, dict):
         raise CorpusError(f"{where}: document {doc_id!r}: 'metadata' must be an object")
-    return Document(id=doc_id, text=text, title=title, metadata=metadata)
+    access = parse_access(record, where, doc_id)
+    return Document(id=doc_id, text=text, title=title, metadata=metadata, access=access)

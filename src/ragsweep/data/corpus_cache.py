@@ -34,7 +34,9 @@ from ragsweep.config.schema import CorpusConfig
 from ragsweep.core import lone_surrogates
 from ragsweep.core.errors import CorpusError
 from ragsweep.core.hashing import sha256_json, source_digest
+from ragsweep.data import access as access_module
 from ragsweep.data import corpus as corpus_module
+from ragsweep.data.access import Access, access_identity, parse_access
 from ragsweep.data.corpus import (
     Corpus,
     Document,
@@ -68,6 +70,9 @@ TABLE_SLACK = 4
 bytes (plus 64 KiB): padding every id to the longest must not blow up a corpus with a few
 very long ids."""
 HASH_FILE = "content.json"
+ACCESS_FILE = "access.json"
+"""The access metadata of the documents that have some (:mod:`ragsweep.data.access`), by
+id: what ACL filtering needs without reading every document."""
 _LINE_END = re.compile(rb"\r\n|\r|\n")  # the byte form of corpus.jsonl_lines' line ends
 _BOM = b"\xef\xbb\xbf"
 
@@ -101,6 +106,7 @@ def open_corpus(cfg: CorpusConfig, cache: StageCache, trust_mtime: bool) -> Corp
         write_ids(folder, corpus.ids)
         np.save(folder / LINES_FILE, lines, allow_pickle=False)
         write_json(folder / HASH_FILE, {"content_hash": corpus.content_hash()})
+        write_json(folder / ACCESS_FILE, access_identity(corpus.access))
 
     def load(folder: Path) -> Corpus:
         if read:
@@ -112,7 +118,7 @@ def open_corpus(cfg: CorpusConfig, cache: StageCache, trust_mtime: bool) -> Corp
             raise ValueError("corpus index does not match its ids")
         if lines.dtype != np.int64:
             raise ValueError(f"{LINES_FILE} holds {lines.dtype}, expected int64")
-        documents = JsonlDocuments(path, ids, lines)
+        documents = JsonlDocuments(path, ids, lines, read_access(folder / ACCESS_FILE))
         return Corpus(documents=documents, source=str(path), known_hash=content)
 
     return cache.get_or_build(STAGE, key, build, load)
@@ -255,7 +261,16 @@ class IdPositions(Mapping[str, int]):
 
 def _reader_code() -> str:
     """The corpus reader's source: a changed reader reads every file whole again."""
-    return source_digest(corpus_module, lone_surrogates)
+    return source_digest(corpus_module, access_module, lone_surrogates)
+
+
+def read_access(file: Path) -> dict[str, Access]:
+    """The access table :data:`ACCESS_FILE` holds."""
+    stored = json.loads(file.read_text(encoding="utf-8"))
+    if not isinstance(stored, dict):
+        raise ValueError(f"{ACCESS_FILE} is not an object")
+    found = {doc_id: parse_access(fields, str(file), doc_id) for doc_id, fields in stored.items()}
+    return {doc_id: item or Access() for doc_id, item in found.items()}
 
 
 def _read_whole(cfg: CorpusConfig, path: Path) -> tuple[Corpus, np.ndarray]:
@@ -286,10 +301,18 @@ class JsonlDocuments(Sequence[Document]):
     """The documents of an unchanged JSONL file in corpus order, each parsed from its line on
     first use (and kept). Iterating reads the whole file once."""
 
-    def __init__(self, path: Path, ids: Sequence[str], lines: np.ndarray) -> None:
+    def __init__(
+        self,
+        path: Path,
+        ids: Sequence[str],
+        lines: np.ndarray,
+        access: Mapping[str, Access] | None = None,
+    ) -> None:
         """``ids`` are strictly increasing: those of the corpus read whole when the entry
-        was built, which sorts them and rejects duplicates; ``lines`` as :data:`LINES_FILE`."""
+        was built, which sorts them and rejects duplicates; ``lines`` as :data:`LINES_FILE`;
+        ``access`` as :data:`ACCESS_FILE` (:attr:`Corpus.access`)."""
         self.path = path
+        self.access = access
         self.ids = ids
         self.lines = lines
         self.positions: Mapping[str, int] = (

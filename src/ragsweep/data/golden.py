@@ -21,8 +21,9 @@ from typing import Any
 
 from ragsweep.config.schema import GoldenConfig
 from ragsweep.core.errors import GoldenError, ProblemList
-from ragsweep.core.names import ORIGIN_HAND, ORIGINS, SPLITS, STATUS_DRAFT
+from ragsweep.core.names import ORIGIN_HAND, ORIGINS, PERMISSION_TYPE, SPLITS, STATUS_DRAFT
 from ragsweep.data.corpus import Corpus
+from ragsweep.data.golden_access import check_access, parse_principal
 from ragsweep.data.golden_lines import (
     Where,
     check_unique_id,
@@ -45,6 +46,7 @@ CASE_FIELDS = (
     "split",
     "evidence",
     "scope",
+    "principal",
     "notes",
     "metadata",
     "origin",
@@ -79,6 +81,11 @@ class GoldenCase:
     ids retrieval is restricted to for this case (None: the whole corpus). ``line`` is the
     1-based line of the case in the golden file. ``origin``: ``hand`` (written by a person)
     or ``drafted`` (drafted by a model, then accepted by a person: ``ragsweep label``).
+    ``principal`` lists the groups of the
+    person asking (None: nobody in particular, who may read only documents without an
+    ``acl``); a case of type :data:`~ragsweep.core.names.PERMISSION_TYPE` has evidence only in
+    documents its principal may not read and is scored as "nothing restricted retrieved"
+    (:attr:`scored` is False).
     """
 
     id: str
@@ -90,6 +97,18 @@ class GoldenCase:
     scope: tuple[str, ...] | None
     line: int
     origin: str = ORIGIN_HAND
+    principal: tuple[str, ...] | None = None
+
+    @property
+    def permission(self) -> bool:
+        """Whether this is a permission case (class docstring)."""
+        return self.type == PERMISSION_TYPE
+
+    @property
+    def scored(self) -> bool:
+        """Whether retrieval measures (recall, ...) score it: answerable, not a permission
+        case."""
+        return self.answerable and not self.permission
 
 
 @dataclass(frozen=True)
@@ -218,6 +237,8 @@ def parse_case(record: Any, where: Where, holdout_fraction: float, corpus: Corpu
         raise where.error('"answerable": true needs at least one "evidence" item')
     if not answerable and evidence:
         raise where.error('"answerable": false must not carry "evidence"')
+    principal = parse_principal(record.get("principal"), where, corpus)
+    check_access(case_type, principal, [doc for doc, _, _ in evidence], where, corpus)
     return GoldenCase(
         id=case_id,
         question=question,
@@ -228,4 +249,5 @@ def parse_case(record: Any, where: Where, holdout_fraction: float, corpus: Corpu
         scope=scope,
         line=where.line,
         origin=origin,
+        principal=principal,
     )

@@ -62,9 +62,9 @@ class PowerAssumptions:
 
 def min_discordant(alpha: float) -> int:
     """The fewest discordant cases with which a two-sided sign-flip test can reach
-    p < ``alpha`` (its smallest p-value with ``m`` of them is ``2 / 2**m``)."""
+    p <= ``alpha`` (its smallest p-value with ``m`` of them is ``2 / 2**m``)."""
     m = 1
-    while 2.0 / 2**m >= alpha:
+    while 2.0 / 2**m > alpha:
         m += 1
     return m
 

@@ -156,7 +156,7 @@ def score_cases(
             id=case.id,
             type=case.type,
             split=case.split,
-            answerable=case.answerable,
+            answerable=case.scored,
             metrics=metrics.get(i),
             retrieved=retrieved[i],
             seconds=ranking.seconds,
@@ -206,7 +206,7 @@ def _answerable_metrics(
 ) -> dict[int, dict[str, float]]:
     """Metrics of the answerable cases, keyed by their position in ``cases``, computed in
     one batch (see :mod:`ragsweep.eval.metrics`); the rankings index ``picked``."""
-    positions = [i for i, case in enumerate(cases) if case.answerable]
+    positions = [i for i, case in enumerate(cases) if case.scored]
     if not positions:
         return {}
     spans = [[(e.doc, e.start, e.end) for e in cases[i].evidence] for i in positions]

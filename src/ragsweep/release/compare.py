@@ -4,15 +4,19 @@ Both runs' ``cases.jsonl`` are read from the store and matched by case id. The c
 refuses runs whose golden digest, split or corpus hash differ (their cases are not the same
 cases) unless forced. It reports per-metric deltas overall and per question type, the cases
 that flipped between hit and miss at the primary k with what each run retrieved first, a
-paired randomization test on the per-case primary metric, p50/p95 per-query retrieval latency
-deltas, and a decision line.
+paired randomization test on the per-case primary metric with the interval obtained by
+inverting it (so the interval excludes 0 exactly when p <= alpha), p50/p95 per-query
+retrieval latency deltas, and a decision line. With several candidates against one baseline
+each comparison's p-value is Holm-adjusted over the candidates (``p_adjusted``) and the
+verdicts use the adjusted one: the chance that any candidate is called better or worse on
+noise is at most alpha.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ragsweep.config.schema import EvalConfig, from_mapping
@@ -24,7 +28,7 @@ from ragsweep.eval.measures import HIT, Measure
 from ragsweep.eval.metric_keys import N_ANSWERABLE
 from ragsweep.eval.power import PowerAssumptions, power_remark
 from ragsweep.eval.scoring import CaseResult, RetrievedChunk, summarize
-from ragsweep.eval.stats import PairedTest, paired_randomization_test
+from ragsweep.eval.stats import PairedTest, holm, paired_randomization_test
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.store import LoggedRun, RunStore
 from ragsweep.run.report import markdown_tables, metric_columns
@@ -104,6 +108,8 @@ class Comparison:
     tuning_delta: float | None = None
     """For two promoted (holdout) runs: the metric's difference between the tuning runs
     they were promoted from (None otherwise)."""
+    p_adjusted: float | None = None
+    family: int = 1
 
     @property
     def power(self) -> str | None:
@@ -118,12 +124,17 @@ class Comparison:
         return f"on tuning the difference was {self.tuning_delta:+.4f}; {remark}"
 
     @property
+    def p_decisive(self) -> float:
+        """The p-value the verdict uses: Holm-adjusted over the candidates when several."""
+        return self.test.p_value if self.p_adjusted is None else self.p_adjusted
+
+    @property
     def verdict(self) -> str:
         """``adopt``, ``reject`` or ``inconclusive`` from the primary metric's paired test."""
         gain = measures.parse(self.metric).gain(self.test.mean_difference, 0.0)
-        if self.test.p_value < self.alpha and gain > 0:
+        if self.p_decisive <= self.alpha and gain > 0:
             return "adopt"
-        if self.test.p_value < self.alpha and gain < 0:
+        if self.p_decisive <= self.alpha and gain < 0:
             return "reject"
         return "inconclusive"
 
@@ -134,13 +145,25 @@ class Comparison:
             "reject": "candidate is significantly worse",
             "inconclusive": "no significant difference",
         }[self.verdict]
-        relation = "<" if self.test.p_value < self.alpha else "≥"
+        relation = "≤" if self.p_decisive <= self.alpha else ">"
+        t = self.test
+        adjusted = (
+            ""
+            if self.p_adjusted is None
+            else f", Holm-adjusted over {self.family} candidates {self.p_adjusted:.4f}"
+        )
         line = (
             f"Decision: {self.verdict.upper()} ({meaning}): {self.metric} "
-            f"{self.test.mean_difference:+.4f}, p = {self.test.p_value:.4f} {relation} "
+            f"{t.mean_difference:+.4f} [{t.low:+.4f}, {t.high:+.4f}] ({t.level:.0%}), "
+            f"{t.gained} up / {t.lost} down, p = {t.p_value:.4f}{adjusted} {relation} "
             f"α = {self.alpha}; {self.flips_on}: {len(self.gained)} gained, "
             f"{len(self.lost)} lost"
         )
+        if not t.can_reject(self.alpha):
+            line += (
+                f"; only {t.n_nonzero} case(s) changed: no paired test can reach "
+                f"p <= {self.alpha} (smallest possible p {t.smallest_p:.4f})"
+            )
         if "latency_ms_p95" in self.latency:
             line += f"; p95 latency {self.latency['latency_ms_p95'].delta:+.3f} ms"
         if self.mismatches or self.unpaired:
@@ -170,8 +193,14 @@ class Comparison:
                 "name": "paired randomization (sign-flip), two-sided",
                 "n": self.test.n,
                 "n_nonzero": self.test.n_nonzero,
+                "gained": self.test.gained,
+                "lost": self.test.lost,
                 "mean_difference": self.test.mean_difference,
+                "interval": [self.test.low, self.test.high],
+                "interval_level": self.test.level,
                 "p_value": self.test.p_value,
+                "p_adjusted": self.p_adjusted,
+                "family": self.family,
                 "resamples": self.test.resamples,
                 "exact": self.test.exact,
                 "seed": self.test.seed,
@@ -249,7 +278,7 @@ def compare_runs(
         lost=tuple(_flip(b, c) for b, c in scored if _hit(b, flips_on) and not _hit(c, flips_on)),
         gained=tuple(_flip(b, c) for b, c in scored if _hit(c, flips_on) and not _hit(b, flips_on)),
         test=paired_randomization_test(
-            [_value(c, metric) - _value(b, metric) for b, c in scored], resamples, seed
+            [_value(c, metric) - _value(b, metric) for b, c in scored], resamples, seed, 1 - alpha
         ),
         latency=_deltas(base_summary.extra, cand_summary.extra, LATENCY_KEYS),
         mismatches=mismatches,
@@ -272,6 +301,18 @@ def _tuning_delta(
         return None
     base, cand = values
     return None if base is None or cand is None else cand - base
+
+
+def adjust_candidates(comparisons: Sequence[Comparison]) -> list[Comparison]:
+    """Several candidates against one baseline: each p-value Holm-adjusted over all of
+    them (a single comparison is returned as it is)."""
+    if len(comparisons) < 2:
+        return list(comparisons)
+    adjusted = holm([c.test.p_value for c in comparisons], 1.0)
+    return [
+        replace(c, p_adjusted=p, family=len(comparisons))
+        for c, p in zip(comparisons, adjusted, strict=True)
+    ]
 
 
 def _comparable_cases(

@@ -183,7 +183,7 @@ def select_cases(golden: GoldenSet, split: str) -> tuple[GoldenCase, ...]:
     cases = golden.for_split(split)
     if not cases:
         raise ConfigError(f"golden set {golden.path} has no cases in split {split!r}")
-    if not any(c.answerable for c in cases):
+    if not any(c.scored for c in cases):
         raise ConfigError(
             f"golden set {golden.path} has no answerable cases in split {split!r}: "
             "retrieval metrics need at least one"

@@ -294,7 +294,7 @@ class SweepRun:
         candidates = [self._candidate(t) for t in trials]
         incumbent_at = next((i for i, t in enumerate(trials) if t.incumbent), None)
         try:
-            decision = decide(candidates, incumbent_at, self.spec.settings)
+            decision = decide(candidates, incumbent_at, self.spec.settings, len(axis.points()))
         except NoObjectiveError:
             self.state.axes.append(
                 AxisResult(axis, tuple(trials), None, other_factors=factors, number=number)

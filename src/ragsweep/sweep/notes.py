@@ -4,7 +4,8 @@ A child's description says, for every axis it took part in (the axis it was laun
 and later axes it started from as the value to beat), the axis, its value, whether that
 value was chosen, the objective and its difference from the chosen value, and links to
 the parent run. The parent's names the best child with a link and lists the decision of
-each axis: the chosen value, its objective and the runner-up's Δ and p. Links are the UI's
+each axis: the chosen value, its objective and the runner-up's Δ, changed cases, p and
+adjusted p. Links are the UI's
 own addresses (``#/experiments/<id>/runs/<run id>``), relative to the MLflow UI's page.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 
 from ragsweep.core.terminal import markdown_table
 from ragsweep.sweep.paired import PairedDifference, Unpaired
-from ragsweep.sweep.report import p_text
+from ragsweep.sweep.report import interval_text, p_text
 from ragsweep.sweep.result import AxisResult, SweepResult, Trial
 from ragsweep.sweep.spec import SweepSpec
 
@@ -31,10 +32,11 @@ def _objective(trial: Trial) -> str:
 def _versus_chosen(trial: Trial) -> str:
     paired = trial.paired
     if isinstance(paired, PairedDifference):
-        low, high = paired.interval.low, paired.interval.high
+        adjusted = "" if paired.p_adjusted is None else f", adjusted {p_text(paired.p_adjusted)}"
         return (
-            f"; vs the chosen value Δ {paired.delta:+.4f} [{low:+.4f}, {high:+.4f}], "
-            f"p = {p_text(paired.p_value)} (n = {paired.n})"
+            f"; vs the chosen value Δ {paired.delta:+.4f} {interval_text(paired, 4)}, "
+            f"+{paired.test.gained}/−{paired.test.lost} cases, "
+            f"p = {p_text(paired.p_value)}{adjusted} (n = {paired.n})"
         )
     if isinstance(paired, Unpaired):
         return f"; no paired comparison ({paired.reason})"
@@ -91,12 +93,20 @@ def _decision_row(number: int, axis_result: AxisResult) -> list[str]:
     row = [f"{number}. {axis_result.axis.label}", axis_result.label(axis_result.chosen) or "-"]
     row.append("-" if best is None else _objective(best))
     if axis_result.runner_up is None:
-        return [*row, "-", "-", "-"]
+        return [*row, "-", "-", "-", "-", "-"]
     runner_up = axis_result.trials[axis_result.runner_up]
     paired = runner_up.paired
     if isinstance(paired, PairedDifference):
-        return [*row, runner_up.point.label, f"{paired.delta:+.4f}", p_text(paired.p_value)]
-    return [*row, runner_up.point.label, "n/a", "n/a"]
+        adjusted = "-" if paired.p_adjusted is None else p_text(paired.p_adjusted)
+        return [
+            *row,
+            runner_up.point.label,
+            f"{paired.delta:+.4f}",
+            f"+{paired.test.gained}/−{paired.test.lost}",
+            p_text(paired.p_value),
+            adjusted,
+        ]
+    return [*row, runner_up.point.label, "n/a", "n/a", "n/a", "n/a"]
 
 
 def parent_note(result: SweepResult, experiment_id: str, best_name: str | None = None) -> str:
@@ -116,7 +126,16 @@ def parent_note(result: SweepResult, experiment_id: str, best_name: str | None =
         lines.append("The sweep did not complete: no best run.")
     rows = [_decision_row(a.number, a) for a in result.axes]
     if rows:
-        header = ["axis", "chosen", spec.objective, "runner-up", "Δ runner-up − chosen", "p"]
+        header = [
+            "axis",
+            "chosen",
+            spec.objective,
+            "runner-up",
+            "Δ runner-up − chosen",
+            "+/−",
+            "p",
+            "p adjusted",
+        ]
         cells = [[cell.replace("|", "\\|") for cell in row] for row in rows]
         lines += ["", markdown_table(header, cells)]
     return "\n".join(lines)

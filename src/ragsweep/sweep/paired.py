@@ -2,9 +2,12 @@
 
 Every configuration of a sweep is scored on the same golden cases (the data and metric
 definitions cannot be axes), so two of them are compared case by case: the per-case
-differences of the objective, their mean (in the objective's units), its percentile
-bootstrap interval and the two-sided paired randomization test of ``ragsweep-compare``
-(:mod:`ragsweep.eval.stats`; with the same resamples and seed the p-value is the same).
+differences of the objective, their mean (in the objective's units), how many cases went
+up (``gained``) and down (``lost``), and the two-sided paired randomization test of
+``ragsweep-compare`` with the interval obtained by inverting it (:mod:`ragsweep.eval.stats`:
+the interval excludes 0 exactly when p <= 1 - level; with the same resamples and seed the
+p-value is the same as ``ragsweep-compare``'s). ``p_adjusted`` is the p-value after the
+sweep's family-wise adjustment (:mod:`ragsweep.sweep.family`), set once the axis is decided.
 
 A configuration's per-case values come from the ``cases.jsonl`` its job wrote into its run
 directory, or, for a child run logged by an earlier attempt of a resumed sweep, from that
@@ -16,17 +19,18 @@ comparison is :class:`Unpaired`, with the reason.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ragsweep.core.names import CASES_FILE
 from ragsweep.eval.scoring import CaseResult, cases_from_jsonl
-from ragsweep.eval.stats import Interval, PairedTest, bootstrap_interval, paired_randomization_test
+from ragsweep.eval.stats import PairedTest, paired_randomization_test
 from ragsweep.tracking.artifacts import artifact_text
 
 INTERVAL_LEVEL = 0.95
-"""Coverage of the interval reported beside every paired difference."""
+"""Coverage of a run's own interval of its mean (the grid's column); a paired difference's
+interval has the sweep's ``1 − alpha``."""
 
 
 @dataclass(frozen=True)
@@ -63,27 +67,43 @@ class PairedDifference:
     """A configuration minus another, case by case on the ``n`` cases both scored.
 
     ``delta`` is the mean per-case difference (objective units; > 0 means a higher
-    objective, whatever the direction), ``interval`` its bootstrap interval and ``test`` the
-    paired randomization test of delta = 0.
+    objective, whatever the direction), ``test`` the paired randomization test of delta = 0
+    with its inverted interval, ``p_adjusted`` its p-value after the sweep's family-wise
+    adjustment (None until adjusted).
     """
 
     n: int
     delta: float
-    interval: Interval
     test: PairedTest
+    p_adjusted: float | None = None
 
     @property
     def p_value(self) -> float:
         return self.test.p_value
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return self.test.low, self.test.high
+
+    @property
+    def p_decisive(self) -> float:
+        """The p-value decisions use: the adjusted one when there is one."""
+        return self.test.p_value if self.p_adjusted is None else self.p_adjusted
+
+    def adjusted(self, p_adjusted: float) -> PairedDifference:
+        return replace(self, p_adjusted=p_adjusted)
 
     def to_dict(self) -> dict[str, Any]:
         """As in ``sweep_result.yaml`` (resamples and seed are the sweep's own)."""
         return {
             "n": self.n,
             "delta": self.delta,
-            "interval": [self.interval.low, self.interval.high],
-            "interval_level": self.interval.level,
+            "gained": self.test.gained,
+            "lost": self.test.lost,
+            "interval": [self.test.low, self.test.high],
+            "interval_level": self.test.level,
             "p_value": self.test.p_value,
+            "p_adjusted": self.p_adjusted,
             "exact": self.test.exact,
             "sign_assignments": self.test.resamples,
         }
@@ -93,10 +113,11 @@ Paired = PairedDifference | Unpaired
 
 
 def paired_difference(
-    candidate: CaseValues, reference: CaseValues, resamples: int, seed: int
+    candidate: CaseValues, reference: CaseValues, resamples: int, seed: int, level: float
 ) -> Paired:
     """``candidate`` − ``reference`` per case, paired by case id in the candidate's order
-    (as ``ragsweep-compare`` pairs them, so seeded p-values agree)."""
+    (as ``ragsweep-compare`` pairs them, so seeded p-values agree); ``level``: the
+    interval's coverage."""
     only_one = set(candidate.by_case) ^ set(reference.by_case)
     if only_one:
         example = sorted(only_one)[0]
@@ -104,9 +125,8 @@ def paired_difference(
     if not candidate.by_case:
         return Unpaired("no answerable case was scored")
     differences = [v - reference.by_case[case] for case, v in candidate.by_case.items()]
-    test = paired_randomization_test(differences, resamples, seed)
-    interval = bootstrap_interval(differences, resamples, seed, INTERVAL_LEVEL)
-    return PairedDifference(len(differences), test.mean_difference, interval, test)
+    test = paired_randomization_test(differences, resamples, seed, level)
+    return PairedDifference(len(differences), test.mean_difference, test)
 
 
 def read_case_values(

@@ -3,8 +3,11 @@ Markdown twin and the plot of the objective per axis value.
 
 Per axis, a header row with the axis, then one row per value: the objective (``mean`` over
 the answerable cases), and against the chosen value on the same cases the paired difference
-Δ (value − chosen, objective units), its bootstrap interval and the paired test's p-value.
-A chosen value not distinguishable from the runner-up (p ≥ alpha) is marked ``✓*``.
+Δ (value − chosen, objective units), the interval from inverting the paired test (coverage
+``1 − alpha``), the cases that went up and down (``+/−``), the test's p-value and its
+family-wise adjusted p (``p adj``, what decisions use). A p-value of a comparison with too
+few changed cases for any test to reach alpha is marked ``†``. A chosen value not
+distinguishable from the runner-up (adjusted p > alpha) is marked ``✓*``.
 """
 
 from __future__ import annotations
@@ -18,14 +21,18 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from ragsweep.core.terminal import command_lines, markdown_table, wrap
+from ragsweep.eval.power import min_discordant
 from ragsweep.sweep.factors import MAX_LISTED, describe
-from ragsweep.sweep.paired import INTERVAL_LEVEL, PairedDifference, Unpaired
+from ragsweep.sweep.paired import PairedDifference, Unpaired
 from ragsweep.sweep.result import RESULT_FILE, AxisResult, SweepResult, Trial
 
-COLUMNS = ("value", "mean", "Δ", f"{INTERVAL_LEVEL:.0%} interval", "p", "note")
-RIGHT = ("mean", "Δ", "p")
-FIGURES = ("mean", "Δ", f"{INTERVAL_LEVEL:.0%} interval", "p")
+INTERVAL = "interval"
+COLUMNS = ("value", "mean", "Δ", INTERVAL, "+/−", "p", "p adj", "note")
+RIGHT = ("mean", "Δ", "+/−", "p", "p adj")
+FIGURES = ("mean", "Δ", INTERVAL, "+/−", "p", "p adj")
 """Columns of figures: never wrapped or shortened."""
+FEW = "†"
+"""Marks a p-value of a comparison with too few changed cases for any test to reach alpha."""
 REPRODUCE = "reproduce: ragsweep "
 CHOSEN = "✓"
 UNDISTINGUISHED = "✓*"
@@ -40,15 +47,30 @@ def p_text(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _paired_cells(trial: Trial) -> list[str]:
-    """Δ, interval and p of ``trial`` against the chosen value ("n/a": no paired values)."""
+def interval_text(paired: PairedDifference, digits: int = 3) -> str:
+    """``[-0.071, +0.010]``; an unbounded end (too few cases) is ``-inf`` / ``+inf``."""
+    low, high = paired.interval
+    return f"[{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def _paired_cells(trial: Trial, alpha: float) -> list[str]:
+    """Δ, interval, +/−, p and adjusted p of ``trial`` against the chosen value ("n/a": no
+    paired values)."""
     paired = trial.paired
     if isinstance(paired, PairedDifference):
-        low, high = paired.interval.low, paired.interval.high
-        return [f"{paired.delta:+.3f}", f"[{low:+.3f}, {high:+.3f}]", p_text(paired.p_value)]
+        test = paired.test
+        few = "" if test.can_reject(alpha) else FEW
+        adjusted = "" if paired.p_adjusted is None else p_text(paired.p_adjusted)
+        return [
+            f"{paired.delta:+.3f}",
+            interval_text(paired),
+            f"+{test.gained}/−{test.lost}",
+            p_text(paired.p_value) + few,
+            adjusted,
+        ]
     if isinstance(paired, Unpaired):
-        return ["n/a", "n/a", "n/a"]
-    return ["", "", ""]
+        return ["n/a"] * 5
+    return [""] * 5
 
 
 def _note(trial: Trial) -> str:
@@ -67,8 +89,8 @@ def _value(axis_result: AxisResult, index: int) -> str:
 
 
 def table_rows(result: SweepResult) -> list[list[list[str]]]:
-    """Per axis, a header row (the axis) then the rows ``[value, mean, Δ, interval, p,
-    note]`` in trial order."""
+    """Per axis, a header row (the axis) then the rows ``[value, mean, Δ, interval, +/−, p,
+    p adj, note]`` in trial order."""
     sections: list[tuple[int, list[list[str]]]] = [
         (s.number, [[f"{s.number}. {s.axis.label}", *[""] * (len(COLUMNS) - 2), "skipped"]])
         for s in result.skipped
@@ -80,15 +102,20 @@ def table_rows(result: SweepResult) -> list[list[list[str]]]:
         for index, trial in enumerate(axis_result.trials):
             objective = "-" if trial.objective is None else f"{trial.objective:.4f}"
             rows.append(
-                [_value(axis_result, index), objective, *_paired_cells(trial), _note(trial)]
+                [
+                    _value(axis_result, index),
+                    objective,
+                    *_paired_cells(trial, result.spec.alpha),
+                    _note(trial),
+                ]
             )
         sections.append((number, rows))
     return [rows for _, rows in sorted(sections, key=lambda section: section[0])]
 
 
 def runner_up_text(axis_result: AxisResult, alpha: float) -> str:
-    """``runner-up 800: Δ -0.030 [-0.071, +0.010], p = 0.250, not distinguishable at
-    alpha 0.05`` (empty without a runner-up)."""
+    """``runner-up 800: Δ -0.030 [-0.071, +0.010], +1/−4, p = 0.250 (adjusted 0.750), not
+    distinguishable at alpha 0.05`` (empty without a runner-up)."""
     if axis_result.runner_up is None:
         return ""
     trial = axis_result.trials[axis_result.runner_up]
@@ -97,10 +124,11 @@ def runner_up_text(axis_result: AxisResult, alpha: float) -> str:
         reason = paired.reason if isinstance(paired, Unpaired) else "no paired values"
         return f"runner-up {trial.point.label}: no paired comparison ({reason})"
     verdict = "distinguishable" if axis_result.distinguishable else "not distinguishable"
+    adjusted = "" if paired.p_adjusted is None else f" (adjusted {p_text(paired.p_adjusted)})"
     return (
-        f"runner-up {trial.point.label}: Δ {paired.delta:+.3f} "
-        f"[{paired.interval.low:+.3f}, {paired.interval.high:+.3f}], "
-        f"p = {p_text(paired.p_value)}, {verdict} at alpha {alpha:g}"
+        f"runner-up {trial.point.label}: Δ {paired.delta:+.3f} {interval_text(paired)}, "
+        f"+{paired.test.gained}/−{paired.test.lost}, p = {p_text(paired.p_value)}"
+        f"{adjusted}, {verdict} at alpha {alpha:g}"
     )
 
 
@@ -111,14 +139,20 @@ def _title(result: SweepResult) -> list[str]:
     return [
         f"sweep {spec.name}: {spec.objective} ({spec.direction}){cases}",
         f"decision {spec.decision} (min_improvement {spec.min_improvement:g}, "
-        f"alpha {spec.alpha:g}); Δ, interval, p:",
-        f"  value − chosen, paired on the same cases ({spec.resamples} resamples, "
-        f"seed {spec.seed})",
+        f"alpha {spec.alpha:g}, p adjusted: {spec.adjust} over {spec.family_size} values); "
+        "Δ, interval, +/−, p:",
+        f"  value − chosen, paired on the same cases; {1 - spec.alpha:.0%} interval of the "
+        f"paired sign-flip test ({spec.resamples} resamples, seed {spec.seed})",
     ]
 
 
 def _footer(result: SweepResult) -> list[str]:
-    lines = _undistinguished_lines(result) + _error_lines(result) + _unpaired_lines(result)
+    lines = (
+        _undistinguished_lines(result)
+        + _few_lines(result)
+        + _error_lines(result)
+        + _unpaired_lines(result)
+    )
     lines += [f"axis {s.number} ({s.axis.label}) skipped: {s.reason}" for s in result.skipped]
     for axis_result in result.axes:
         if axis_result.other_factors:
@@ -147,8 +181,26 @@ def _undistinguished_lines(result: SweepResult) -> list[str]:
     if not labels:
         return []
     return [
-        f"{UNDISTINGUISHED} not distinguishable from the runner-up (p >= "
+        f"{UNDISTINGUISHED} not distinguishable from the runner-up (adjusted p > "
         f"{result.spec.alpha:g}): {', '.join(labels)}"
+    ]
+
+
+def _few_lines(result: SweepResult) -> list[str]:
+    """The ``†`` footnote, when a comparison had too few changed cases to ever reject."""
+    alpha = result.spec.alpha
+    few = [
+        t.paired
+        for a in result.axes
+        for t in a.trials
+        if isinstance(t.paired, PairedDifference) and not t.paired.test.can_reject(alpha)
+    ]
+    if not few:
+        return []
+    return [
+        f"{FEW} too few changed cases for any paired test to reach p <= {alpha:g} (at least "
+        f"{min_discordant(alpha)} must change; with m changed the smallest p is 2/2^m): "
+        f"{len(few)} comparison(s)"
     ]
 
 
@@ -188,6 +240,9 @@ def print_table(result: SweepResult, console: Console) -> None:
             widest = max([len(name), *(len(row[index]) for rows in sections for row in rows)])
             justify: JustifyMethod = "right" if name in RIGHT else "left"
             table.add_column(name, justify=justify, no_wrap=True, min_width=widest)
+        elif name == "value":  # labels stay whole: the note column wraps first
+            widest = max(len(row[index]) for rows in sections for row in rows[1:] or [[""]])
+            table.add_column(name, overflow="fold", min_width=min(widest, 24))
         else:
             table.add_column(name, overflow="fold")
     for rows in sections:

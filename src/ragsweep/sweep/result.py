@@ -156,6 +156,11 @@ class SweepResult:
     def count(self, status: Status) -> int:
         return sum(t.status == status for a in self.axes for t in a.trials)
 
+    @property
+    def configurations(self) -> int:
+        """The distinct configurations evaluated (with an objective or failed)."""
+        return len({t.config_hash for a in self.axes for t in a.trials if t.config_hash})
+
     def to_dict(self) -> dict[str, Any]:
         final = None
         if self.final is not None:
@@ -178,6 +183,10 @@ class SweepResult:
             "alpha": self.spec.alpha,
             "resamples": self.spec.resamples,
             "seed": self.spec.seed,
+            "adjust": self.spec.adjust,
+            "family_size": self.spec.family_size,
+            "interval_level": 1.0 - self.spec.alpha,
+            "configurations": self.configurations,
             "parent_run_id": self.parent_run_id,
             "complete": self.final is not None,
             "chosen": {t["axis"]: t["chosen"] for t in self.trail},

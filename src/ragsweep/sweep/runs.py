@@ -23,6 +23,7 @@ from ragsweep.core.names import FAILED, FINISHED, KILLED, RUNNING
 from ragsweep.eval.metric_keys import N_ANSWERABLE
 from ragsweep.run.names import sweep_parent_name
 from ragsweep.sweep.notes import child_note, parent_note, was_chosen
+from ragsweep.sweep.paired import PairedDifference
 from ragsweep.sweep.result import STATUSES, AxisResult, SweepResult
 from ragsweep.sweep.spec import SweepSpec
 from ragsweep.tracking.background import active as active_sweep_logger
@@ -416,7 +417,27 @@ def _end_metrics(result: SweepResult) -> list[Any]:
     ]
     if result.final is not None:
         metrics.append(Metric(best_key(objective), result.final.objective, timestamp, 0))
+    metrics += [Metric(key, value, timestamp, 0) for key, value in decision_metrics(result).items()]
     return metrics + [Metric(f"sweep_{s}", float(result.count(s)), timestamp, 0) for s in STATUSES]
+
+
+def decision_metrics(result: SweepResult) -> dict[str, float]:
+    """Per decided axis N, the runner-up against the chosen value:
+    ``decision/N/p_value``, ``decision/N/p_adjusted``, ``decision/N/gained`` and
+    ``decision/N/lost``; and ``sweep_configurations``, the configurations evaluated."""
+    values: dict[str, float] = {"sweep_configurations": float(result.configurations)}
+    for number, axis_result in enumerate(result.axes, start=1):
+        if axis_result.runner_up is None:
+            continue
+        paired = axis_result.trials[axis_result.runner_up].paired
+        if not isinstance(paired, PairedDifference):
+            continue
+        values[f"decision/{number}/p_value"] = paired.p_value
+        if paired.p_adjusted is not None:
+            values[f"decision/{number}/p_adjusted"] = paired.p_adjusted
+        values[f"decision/{number}/gained"] = float(paired.test.gained)
+        values[f"decision/{number}/lost"] = float(paired.test.lost)
+    return values
 
 
 def trail_key(objective: str) -> str:

@@ -10,12 +10,15 @@ best wins, and an exact tie goes to the one listed first.
 
 - ``best``: every challenger that beats the reference by more than ``min_improvement``.
 - ``significant``: only if, in addition, the paired randomization test of challenger minus
-  reference on the same cases rejects "no difference" at ``alpha`` (two-sided); a challenger
-  whose per-case values are unavailable is not admitted.
+  reference on the same cases rejects "no difference" at ``alpha`` (two-sided) after the
+  sweep's family-wise adjustment (:mod:`ragsweep.sweep.family`: ``p_adjusted <= alpha``,
+  adjusted over the axis' comparisons with the reference); a challenger whose per-case
+  values are unavailable is not admitted.
 
-Once chosen, every other value is compared with the chosen one on the same cases. The
-*runner-up* is the best other configuration; a decision is *distinguishable* when the paired
-test of the runner-up against the chosen value rejects at ``alpha``.
+Once chosen, every other value is compared with the chosen one on the same cases, and those
+p-values are adjusted the same way. The *runner-up* is the best other configuration; a
+decision is *distinguishable* when the runner-up's adjusted p against the chosen value is
+at most ``alpha``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from functools import cache
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.registry import Registry
 from ragsweep.eval.measures import Measure
+from ragsweep.sweep.family import ADJUSTMENTS, DEFAULT_ADJUSTMENT
 from ragsweep.sweep.paired import CaseValues, Paired, PairedDifference, Unpaired, paired_difference
 
 # Objectives are means of per-question scores: differences below this are float noise.
@@ -54,7 +58,7 @@ class DecisionRule:
 
 
 def _significant(paired: Paired | None, alpha: float) -> bool:
-    return isinstance(paired, PairedDifference) and paired.p_value < alpha
+    return isinstance(paired, PairedDifference) and paired.p_decisive <= alpha
 
 
 DECISIONS: Registry[DecisionRule] = Registry("sweep.decision")
@@ -69,7 +73,8 @@ DECISIONS.add(
 DECISIONS.add(
     SIGNIFICANT,
     DecisionRule(
-        "as best, and only when the paired test against the current one rejects at alpha",
+        "as best, and only when the paired test against the current one rejects at alpha "
+        "(adjusted p-value)",
         use_paired=True,
         admits=_significant,
     ),
@@ -79,8 +84,10 @@ DECISIONS.add(
 @dataclass(frozen=True)
 class DecisionSettings:
     """The sweep file's choice settings: ``min_improvement`` absolute, in the objective's
-    units; ``alpha`` the two-sided significance level of the paired test; ``resamples`` and
-    ``seed`` of the paired test and the bootstrap interval."""
+    units; ``alpha`` the two-sided significance level of the paired test (its interval's
+    coverage is ``1 − alpha``); ``resamples`` and ``seed`` of the paired test; ``adjust``
+    names the family-wise adjustment (:data:`ragsweep.sweep.family.ADJUSTMENTS`) over the
+    sweep's ``family_size`` values."""
 
     measure: Measure
     decision: str = BEST
@@ -88,6 +95,14 @@ class DecisionSettings:
     alpha: float = DEFAULT_ALPHA
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
+    adjust: str = DEFAULT_ADJUSTMENT
+    family_size: int = 1
+
+    @property
+    def level(self) -> float:
+        """Coverage of the interval beside every paired difference: ``1 − alpha``, so an
+        interval excludes 0 exactly when the unadjusted p is at most ``alpha``."""
+        return 1.0 - self.alpha
 
 
 @dataclass(frozen=True)
@@ -148,28 +163,56 @@ def choose(
 
 
 def decide(
-    candidates: Sequence[Candidate], incumbent: int | None, settings: DecisionSettings
+    candidates: Sequence[Candidate],
+    incumbent: int | None,
+    settings: DecisionSettings,
+    axis_weight: int | None = None,
 ) -> AxisDecision:
     """Choose among ``candidates`` (``incumbent``: the index of the axis' start, if among
-    them) and compare every other candidate with the chosen one (module docstring)."""
+    them) and compare every other candidate with the chosen one (module docstring);
+    ``axis_weight``: the axis' values counted in the sweep's family (default: the
+    candidates)."""
     objectives = [c.objective for c in candidates]
     reference = reference_index(objectives, incumbent)
     rule = DECISIONS.get(settings.decision)
+    share = min(1.0, (axis_weight or len(candidates)) / max(settings.family_size, 1))
     compare = _comparer(candidates, settings)
+    against_reference = _adjusted(candidates, reference, compare, settings.adjust, share)
 
     def admits(index: int) -> bool:
-        return rule.admits(compare(index, reference) if rule.use_paired else None, settings.alpha)
+        return rule.admits(against_reference[index] if rule.use_paired else None, settings.alpha)
 
     chosen = choose(objectives, reference, settings.measure, settings.min_improvement, admits)
-    paired = tuple(
-        None if c.objective is None or i == chosen else compare(i, chosen)
-        for i, c in enumerate(candidates)
-    )
+    paired = _adjusted(candidates, chosen, compare, settings.adjust, share)
     runner_up = _runner_up(candidates, chosen, settings.measure)
     distinguishable = None
     if runner_up is not None and isinstance(paired[runner_up], PairedDifference):
         distinguishable = _significant(paired[runner_up], settings.alpha)
     return AxisDecision(chosen, reference, paired, runner_up, distinguishable)
+
+
+def _adjusted(
+    candidates: Sequence[Candidate],
+    against: int,
+    compare: Callable[[int, int], Paired],
+    adjust: str,
+    share: float,
+) -> tuple[Paired | None, ...]:
+    """Every candidate with an objective compared with candidate ``against`` (None for it
+    and for candidates without one), the p-values adjusted together."""
+    paired = [
+        None if c.objective is None or i == against else compare(i, against)
+        for i, c in enumerate(candidates)
+    ]
+    tested = [i for i, p in enumerate(paired) if isinstance(p, PairedDifference)]
+    p_values = [p.p_value for p in paired if isinstance(p, PairedDifference)]
+    for index, p_adjusted in zip(
+        tested, ADJUSTMENTS.get(adjust).adjust(p_values, share), strict=True
+    ):
+        difference = paired[index]
+        assert isinstance(difference, PairedDifference)
+        paired[index] = difference.adjusted(p_adjusted)
+    return tuple(paired)
 
 
 def _comparer(
@@ -186,7 +229,7 @@ def _comparer(
             if values is None:
                 return Unpaired("no objective")
         assert isinstance(mine, CaseValues) and isinstance(theirs, CaseValues)
-        return paired_difference(mine, theirs, settings.resamples, settings.seed)
+        return paired_difference(mine, theirs, settings.resamples, settings.seed, settings.level)
 
     return compare
 

@@ -22,6 +22,7 @@ from ragsweep.core.errors import ConfigError
 from ragsweep.core.registry import did_you_mean
 from ragsweep.eval import measures
 from ragsweep.eval.measures import Measure
+from ragsweep.sweep.family import ADJUSTMENTS, DEFAULT_ADJUSTMENT
 from ragsweep.sweep.lines import located, message_parts
 from ragsweep.sweep.select import (
     BEST,
@@ -142,6 +143,7 @@ class SweepFile:
     alpha: float = DEFAULT_ALPHA
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
+    adjust: str = DEFAULT_ADJUSTMENT
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,8 @@ class SweepSpec:
     """A validated sweep: ``min_improvement`` is absolute, in the objective's units;
     ``direction`` is the objective measure's own (``maximize`` for higher-is-better);
     ``decision`` names a rule of ``select.DECISIONS``; ``alpha`` is the two-sided level of
-    the paired test, ``resamples`` and ``seed`` those of the test and its interval."""
+    the paired test, ``resamples`` and ``seed`` those of the test and its interval;
+    ``adjust`` the family-wise adjustment of the p-values (:mod:`ragsweep.sweep.family`)."""
 
     name: str
     path: Path
@@ -163,16 +166,30 @@ class SweepSpec:
     alpha: float = DEFAULT_ALPHA
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
+    adjust: str = DEFAULT_ADJUSTMENT
 
     @property
     def measure(self) -> Measure:
         return measures.parse(self.objective)
 
     @property
+    def family_size(self) -> int:
+        """The values the sweep's family-wise adjustment counts: every value of every axis
+        (an axis compares at most its values with the value to beat)."""
+        return sum(len(axis.points()) for axis in self.axes)
+
+    @property
     def settings(self) -> DecisionSettings:
         """What :func:`ragsweep.sweep.select.decide` needs of the file."""
         return DecisionSettings(
-            self.measure, self.decision, self.min_improvement, self.alpha, self.resamples, self.seed
+            self.measure,
+            self.decision,
+            self.min_improvement,
+            self.alpha,
+            self.resamples,
+            self.seed,
+            self.adjust,
+            self.family_size,
         )
 
     def plan(self) -> dict[str, Any]:
@@ -187,6 +204,7 @@ class SweepSpec:
             "alpha": self.alpha,
             "resamples": self.resamples,
             "seed": self.seed,
+            "adjust": self.adjust,
         }
 
     def params(self) -> dict[str, str]:
@@ -201,6 +219,8 @@ class SweepSpec:
             "sweep.alpha": str(self.alpha),
             "sweep.resamples": str(self.resamples),
             "sweep.seed": str(self.seed),
+            "sweep.adjust": self.adjust,
+            "sweep.family_size": str(self.family_size),
         }
         params.update({f"sweep.baseline.{k.lstrip('+')}": v for k, v in self.baseline})
         for number, axis in enumerate(self.axes, start=1):
@@ -279,12 +299,14 @@ def _build(raw: SweepFile, path: Path) -> SweepSpec:
         alpha=raw.alpha,
         resamples=raw.resamples,
         seed=raw.seed,
+        adjust=raw.adjust,
     )
 
 
 def _check_decision(raw: SweepFile) -> None:
     """The decision rule and its settings (``decision``, ``alpha``, ``resamples``, ...)."""
     DECISIONS.get(raw.decision)  # an unknown rule: the rules and the closest name
+    ADJUSTMENTS.get(raw.adjust)
     checks = (
         (raw.min_improvement >= 0, "min_improvement", ">= 0"),
         (0.0 < raw.alpha < 1.0, "alpha", "in (0, 1), e.g. 0.05"),
