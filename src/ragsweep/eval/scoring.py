@@ -27,6 +27,13 @@ from ragsweep.eval.measures import RAN_OUT, Measure
 from ragsweep.eval.metric_keys import N_ANSWERABLE, key_tags, type_segments
 from ragsweep.eval.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.eval.relevance import Interval, IntervalBatch, codes_of
+from ragsweep.eval.trace import (
+    ChunkIntervals,
+    SpanTrace,
+    span_traces,
+    traces_from_json,
+    traces_to_json,
+)
 from ragsweep.eval.uncertainty import Bootstrap, Bounds, interval_keys, stratified_intervals
 from ragsweep.index.base import Index, Query, Ranked
 
@@ -49,7 +56,9 @@ class RetrievedChunk(NamedTuple):
 
 @dataclass(frozen=True)
 class CaseResult:
-    """Outcome of one golden case. ``metrics`` is None for unanswerable cases."""
+    """Outcome of one golden case. ``metrics`` is None for unanswerable cases; ``spans``
+    holds where each evidence span went (:mod:`ragsweep.eval.trace`), None for unanswerable
+    cases and in rows written before it was recorded."""
 
     id: str
     type: str
@@ -58,6 +67,7 @@ class CaseResult:
     metrics: dict[str, float] | None
     retrieved: tuple[RetrievedChunk, ...]
     seconds: float
+    spans: tuple[SpanTrace, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``cases.jsonl`` row. ``retrieved`` is stored by column (rank 1 first), e.g.
@@ -69,7 +79,7 @@ class CaseResult:
             if self.retrieved
             else ((),) * len(RetrievedChunk._fields)
         )
-        return {
+        row = {
             "id": self.id,
             "type": self.type,
             "split": self.split,
@@ -78,6 +88,9 @@ class CaseResult:
             "latency_ms": round(self.seconds * 1000, 3),
             "retrieved": dict(zip(RetrievedChunk._fields, columns, strict=True)),
         }
+        if self.spans is not None:
+            row["spans"] = traces_to_json(self.spans)
+        return row
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> CaseResult:
@@ -90,6 +103,7 @@ class CaseResult:
             metrics=row["metrics"],
             retrieved=_retrieved_from_json(row["retrieved"]),
             seconds=row["latency_ms"] / 1000,
+            spans=traces_from_json(row.get("spans")),
         )
 
 
@@ -149,7 +163,7 @@ def score_cases(
         raise ValueError(f"{len(ranked)} rankings for {len(cases)} cases")
     used, ranked = _retrieved_only(ranked)
     picked = chunk_columns(chunks, used.tolist())  # a chunk table builds no chunk for it
-    metrics = _answerable_metrics(cases, ranked, picked, cfg)
+    metrics, traces = _answerable_metrics(cases, ranked, picked, chunks, cfg)
     retrieved = _retrieved(ranked, picked)
     return tuple(
         CaseResult(
@@ -160,6 +174,7 @@ def score_cases(
             metrics=metrics.get(i),
             retrieved=retrieved[i],
             seconds=ranking.seconds,
+            spans=traces.get(i),
         )
         for i, (case, ranking) in enumerate(zip(cases, ranked, strict=True))
     )
@@ -202,22 +217,26 @@ def _answerable_metrics(
     cases: Sequence[GoldenCase],
     ranked: Sequence[Ranked],
     picked: ChunkColumns,
+    chunks: Sequence[Chunk],
     cfg: EvalConfig,
-) -> dict[int, dict[str, float]]:
-    """Metrics of the answerable cases, keyed by their position in ``cases``, computed in
-    one batch (see :mod:`ragsweep.eval.metrics`); the rankings index ``picked``."""
+) -> tuple[dict[int, dict[str, float]], dict[int, tuple[SpanTrace, ...]]]:
+    """Metrics of the answerable cases and their span traces (:mod:`ragsweep.eval.trace`:
+    ``chunks`` is the run's whole chunk table), keyed by their position in ``cases``,
+    computed in one batch (see :mod:`ragsweep.eval.metrics`); the rankings index
+    ``picked``."""
     positions = [i for i, case in enumerate(cases) if case.scored]
     if not positions:
-        return {}
+        return {}, {}
     spans = [[(e.doc, e.start, e.end) for e in cases[i].evidence] for i in positions]
-    chunks, codes = _coded_chunks(picked, spans)
+    coded, codes = _coded_chunks(picked, spans)
     depth = max(1, *(len(ranked[i].indices) for i in positions))
     indices = np.full((len(positions), depth), -1, dtype=np.int64)
     for row, i in enumerate(positions):
         indices[row, : len(ranked[i].indices)] = ranked[i].indices
+    ranked_batch, span_batch = coded.take(indices), IntervalBatch.from_rows(spans, codes)
     columns = metrics_per_case(
-        chunks.take(indices),
-        IntervalBatch.from_rows(spans, codes),
+        ranked_batch,
+        span_batch,
         IntervalBatch.from_rows(evidence_union(spans), codes),
         cfg.ks,
         cfg.min_span_overlap,
@@ -225,7 +244,13 @@ def _answerable_metrics(
     )
     names = list(columns)
     rows = zip(*(columns[name].tolist() for name in names), strict=True)
-    return {i: dict(zip(names, row, strict=True)) for i, row in zip(positions, rows, strict=True)}
+    traces = span_traces(
+        ranked_batch, span_batch, spans, ChunkIntervals.of(chunks), cfg.min_span_overlap
+    )
+    return (
+        {i: dict(zip(names, row, strict=True)) for i, row in zip(positions, rows, strict=True)},
+        dict(zip(positions, traces, strict=True)),
+    )
 
 
 def _coded_chunks(

@@ -21,6 +21,8 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from ragsweep.core.terminal import command_lines, markdown_table, wrap
+from ragsweep.eval import measures
+from ragsweep.eval.attribution import describe_counts, hit_measure
 from ragsweep.eval.power import min_discordant
 from ragsweep.sweep.factors import MAX_LISTED, describe
 from ragsweep.sweep.paired import PairedDifference, Unpaired
@@ -152,6 +154,7 @@ def _footer(result: SweepResult) -> list[str]:
         + _few_lines(result)
         + _error_lines(result)
         + _unpaired_lines(result)
+        + _attribution_lines(result)
     )
     lines += [f"axis {s.number} ({s.axis.label}) skipped: {s.reason}" for s in result.skipped]
     for axis_result in result.axes:
@@ -202,6 +205,25 @@ def _few_lines(result: SweepResult) -> list[str]:
         f"{min_discordant(alpha)} must change; with m changed the smallest p is 2/2^m): "
         f"{len(few)} comparison(s)"
     ]
+
+
+def _attribution_lines(result: SweepResult) -> list[str]:
+    """Per axis, the cases each value lost against the chosen one on the objective's hit
+    measure, by the stage that lost their evidence (:mod:`ragsweep.eval.attribution`)."""
+    hit = hit_measure(measures.parse(result.spec.objective))
+    lines = []
+    for axis_result in result.axes:
+        parts = [
+            f"{t.point.label}: {describe_counts(t.paired.lost_by_stage)}"
+            for t in axis_result.trials
+            if isinstance(t.paired, PairedDifference) and t.paired.lost_by_stage
+        ]
+        if parts and hit is not None and axis_result.best is not None:
+            lines.append(
+                f"axis {axis_result.number} ({axis_result.axis.label}): {hit.name} lost against "
+                f"{axis_result.best.point.label}, by stage: {'; '.join(parts)}"
+            )
+    return lines
 
 
 def _error_lines(result: SweepResult) -> list[str]:
