@@ -124,12 +124,19 @@ class SweepRun:
     def _sweep(self, current: Current) -> SweepResult:
         """Every axis in turn from ``current``, then the conclusion (also when stopped)."""
         try:
-            for number, axis in enumerate(self.spec.axes, start=1):
-                missing = missing_keys(axis, current.composed)
-                if missing:
-                    self._skip_axis(number, axis, missing)
-                    continue
-                current = self._sweep_axis(number, axis, current)
+            for pass_number in range(1, self.spec.passes + 1):
+                self.state.pass_number = pass_number
+                start = current.composed.config_hash
+                current = self._pass(current)
+                if current.composed.config_hash == start:
+                    self.state.stopped = f"pass {pass_number} changed nothing"
+                    break
+            else:
+                self.state.stopped = (
+                    f"one pass (strategy {self.spec.strategy})"
+                    if self.spec.passes == 1
+                    else f"max_passes ({self.spec.passes}) reached"
+                )
             final = self._final(current)
             if self.state.failed:
                 raise JobsFailedError(failed_message(self.state.failed, self.runs))
@@ -142,6 +149,21 @@ class SweepRun:
                 say(self.console, f"could not record the interrupted sweep: {write_error}")
             raise
         return self._conclude(final, FINISHED)
+
+    def _pass(self, current: Current) -> Current:
+        """One pass over every axis from ``current``; return the configuration it ends on."""
+        if self.spec.passes > 1:
+            say(
+                self.console,
+                f"pass {self.state.pass_number}/{self.spec.passes} ({self.spec.strategy})",
+            )
+        for number, axis in enumerate(self.spec.axes, start=1):
+            missing = missing_keys(axis, current.composed)
+            if missing:
+                self._skip_axis(number, axis, missing)
+                continue
+            current = self._sweep_axis(number, axis, current)
+        return current
 
     def _open_runs(
         self, baseline: Composed, multi_factor: Mapping[int, Factors]
@@ -297,7 +319,14 @@ class SweepRun:
             decision = decide(candidates, incumbent_at, self.spec.settings, len(axis.points()))
         except NoObjectiveError:
             self.state.axes.append(
-                AxisResult(axis, tuple(trials), None, other_factors=factors, number=number)
+                AxisResult(
+                    axis,
+                    tuple(trials),
+                    None,
+                    other_factors=factors,
+                    number=number,
+                    pass_number=self.state.pass_number,
+                )
             )
             raise NoObjectiveError(
                 f"axis {number} ({axis.label}): every value failed or was invalid"
@@ -314,6 +343,7 @@ class SweepRun:
             decision.distinguishable,
             factors,
             number,
+            self.state.pass_number,
         )
 
     def _candidate(self, trial: Trial) -> Candidate:
@@ -391,6 +421,9 @@ class SweepRun:
             parent_run_id=self.runs.parent_id if self.runs else None,
             sweep_dir=self.sweep_dir,
             skipped=tuple(self.state.skipped),
+            passes=self.state.pass_number,
+            stopped=self.state.stopped,
+            evaluated=self._evaluated(),
         )
         files = [
             result.write_yaml(self.sweep_dir / RESULT_FILE),
@@ -402,6 +435,13 @@ class SweepRun:
             self.runs.finish(result, files, status)
         print_table(result, self.console)
         return result
+
+    def _evaluated(self) -> tuple[dict[str, object], ...]:
+        """Every configuration the sweep has an objective for, in evaluation order."""
+        return tuple(
+            {"config_hash": config_hash, "objective": known.objective, "run_id": known.run_id}
+            for config_hash, known in self.state.evaluated.items()
+        )
 
 
 class JobsFailedError(RagsweepError):

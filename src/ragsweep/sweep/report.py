@@ -93,14 +93,16 @@ def _value(axis_result: AxisResult, index: int) -> str:
 def table_rows(result: SweepResult) -> list[list[list[str]]]:
     """Per axis, a header row (the axis) then the rows ``[value, mean, Δ, interval, +/−, p,
     p adj, note]`` in trial order."""
-    sections: list[tuple[int, list[list[str]]]] = [
-        (s.number, [[f"{s.number}. {s.axis.label}", *[""] * (len(COLUMNS) - 2), "skipped"]])
+    sections: list[tuple[tuple[int, int], list[list[str]]]] = [
+        ((1, s.number), [[f"{s.number}. {s.axis.label}", *[""] * (len(COLUMNS) - 2), "skipped"]])
         for s in result.skipped
     ]
-    for axis_result in result.axes:
+    for order, axis_result in enumerate(result.axes, start=1):
         number = axis_result.number
         multi = " (multi-factor)" if axis_result.other_factors else ""
-        rows = [[f"{number}. {axis_result.axis.label}{multi}", *[""] * (len(COLUMNS) - 1)]]
+        again = f" (pass {axis_result.pass_number})" if axis_result.pass_number > 1 else ""
+        label = f"{number}. {axis_result.axis.label}{multi}{again}"
+        rows = [[label, *[""] * (len(COLUMNS) - 1)]]
         for index, trial in enumerate(axis_result.trials):
             objective = "-" if trial.objective is None else f"{trial.objective:.4f}"
             rows.append(
@@ -111,7 +113,7 @@ def table_rows(result: SweepResult) -> list[list[list[str]]]:
                     _note(trial),
                 ]
             )
-        sections.append((number, rows))
+        sections.append(((axis_result.pass_number, number if again == "" else order), rows))
     return [rows for _, rows in sorted(sections, key=lambda section: section[0])]
 
 
@@ -163,6 +165,11 @@ def _footer(result: SweepResult) -> list[str]:
                 f"axis {axis_result.number} ({axis_result.axis.label}) also changes (allowed):"
             )
             lines += [f"  {line}" for line in describe(axis_result.other_factors, MAX_LISTED)]
+    if result.spec.passes > 1:
+        lines.append(
+            f"strategy {result.spec.strategy}: {result.passes} pass(es) over the axes, "
+            f"{result.stopped}"
+        )
     if result.final is not None:
         lines.append(f"final {result.spec.objective} = {result.final.objective:.4f}")
         lines.append(REPRODUCE + " ".join(result.final.overrides))

@@ -47,6 +47,10 @@ class SweepState:
     skipped: list[SkippedAxis] = field(default_factory=list)
     next_job: int = 0
     cases: dict[str, CaseValues | Unpaired] = field(default_factory=dict)
+    pass_number: int = 1
+    """The pass over the axes under way (:mod:`ragsweep.sweep.strategy`)."""
+    stopped: str = ""
+    """Why the sweep made no further pass (empty until it ends)."""
 
     def seen(self, config_hash: str | None) -> bool:
         """True once the configuration has run in this sweep (or before a resume)."""
