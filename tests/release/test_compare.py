@@ -303,7 +303,7 @@ def test_each_flip_is_explained_by_the_first_stage_that_lost_its_evidence(
     assert merged.question == "Where is merged?"
     assert "80 → 400 characters" in merged.cause.detail
     markdown = render_markdown(result)
-    assert "- `packed` (factual): Where is packed?" in markdown
+    assert "- `packed` (factual)\n  - question: Where is packed?\n" in markdown
     assert "span 1: rank 2 → 2; packed yes → no; chunk 80 chars → 80 chars" in markdown
     assert "next action: a larger budget" in markdown
     assert "span 1: rank — → —; packed no → no; chunk split → split" not in markdown

@@ -9,16 +9,15 @@ import pytest
 import yaml
 from omegaconf import DictConfig
 
+from ragsweep.cli.best import axis_decisions
 from ragsweep.sweep.spec import load_sweep
 from tests.sweep.test_sweep import multirun, unwrapped, write_sweep
 
 # An interaction: heading wins at size 1200, 400 wins with heading, then fixed wins at 400.
 OBJECTIVE = {
     ("fixed", 400): 0.70,
-    ("fixed", 800): 0.45,
     ("fixed", 1200): 0.30,
     ("heading", 400): 0.50,
-    ("heading", 800): 0.40,
     ("heading", 1200): 0.35,
 }
 SWEEP = """\
@@ -26,7 +25,7 @@ baseline:
   chunking.size: 1200
 axes:
   - chunking.mode: [fixed, heading]
-  - chunking.size: [400, 800, 1200]
+  - chunking.size: [400, 1200]
 objective: recall_at_5
 min_improvement: 0.01
 """
@@ -57,12 +56,14 @@ def test_confirm_revisits_an_earlier_axis_until_a_pass_changes_nothing(
         (3, "chunking.mode", "fixed"),
         (3, "chunking.size", "400"),
     ]
-    assert len(task.calls) == len(set(task.calls)) == 6  # no configuration runs twice
+    assert len(task.calls) == len(set(task.calls)) == 4  # no configuration runs twice
     saved = yaml.safe_load((tmp_path / "confirm" / "sweep_result.yaml").read_text())
     assert (saved["strategy"], saved["max_passes"], saved["passes"]) == ("confirm", 4, 3)
-    assert saved["family_size"] == 5 * 4
-    assert len(saved["evaluated"]) == 6 and saved["chosen"]["chunking.mode"] == "fixed"
+    assert saved["family_size"] == 4 * 4
+    assert len(saved["evaluated"]) == 4 and saved["chosen"]["chunking.mode"] == "fixed"
     assert [a["pass"] for a in saved["axes"]] == [1, 1, 2, 2, 3, 3]
+    decisions = axis_decisions(saved)  # ragsweep best: passes in order, later ones named
+    assert decisions[2].startswith("1. chunking.mode (pass 2): fixed")
     out = unwrapped(capsys.readouterr().out)
     assert "2. chunking.size (pass 2)" in out
     assert "strategy confirm: 3 pass(es) over the axes, pass 3 changed nothing" in out
@@ -76,5 +77,5 @@ def test_strategy_settings_are_checked(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="max_passes"):
         load_sweep(path)
     spec = load_sweep(write_sweep(tmp_path, SWEEP + "max_passes: 5\n"))
-    assert (spec.passes, spec.family_size) == (1, 5)  # one_axis makes one pass
+    assert (spec.passes, spec.family_size) == (1, 4)  # one_axis makes one pass
     assert spec.plan()["strategy"] == "one_axis" and spec.params()["sweep.max_passes"] == "1"

@@ -19,10 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rich.cells import cell_len
+
 from ragsweep.config.schema import EvalConfig, from_mapping
 from ragsweep.core import tags as tag
 from ragsweep.core.errors import RagsweepError
-from ragsweep.core.terminal import fit_markdown, markdown_table
+from ragsweep.core.terminal import MARKDOWN_WIDTH, fit_markdown, markdown_table
 from ragsweep.eval import measures
 from ragsweep.eval.attribution import (
     CaseSide,
@@ -550,12 +552,13 @@ def _reach_label(flips_on: str) -> str:
 def _flip_lines(f: Flip, lost: bool, reach: str) -> list[str]:
     """One flipped case: question, first chunks, each span in both runs, the stage and the
     next action (for a gained case: what the candidate fixed)."""
-    question = f": {f.question}" if f.question else ""
-    lines = [
-        f"- `{f.case_id}` ({f.type}){question}",
+    lines = [f"- `{f.case_id}` ({f.type})"]
+    if f.question:
+        lines += _cell_lines(f"question: {f.question}", "  - ", "    ")
+    lines.append(
         f"  - first chunk: baseline {_chunk(f.baseline_first)}; candidate "
-        f"{_chunk(f.candidate_first)}",
-    ]
+        f"{_chunk(f.candidate_first)}"
+    )
     for number, row in enumerate(span_rows(f.baseline, f.candidate), start=1):
         b, c = row["baseline"], row["candidate"]
         lines.append(
@@ -568,6 +571,28 @@ def _flip_lines(f: Flip, lost: bool, reach: str) -> list[str]:
     action = f.cause.action if lost else "none: the candidate fixed it"
     lines.append(f"  - next action: {action}")
     return lines
+
+
+def _cell_lines(text: str, first: str, rest: str, width: int = MARKDOWN_WIDTH) -> list[str]:
+    """``text`` in lines of at most ``width`` terminal cells, broken at spaces, and inside a
+    word only when the word alone is wider (a question in Japanese has no spaces and two
+    cells per character)."""
+    lines: list[str] = []
+    line = first
+    for word in text.split():
+        joined = word if line in (first, rest) else " " + word
+        if cell_len(line + joined) <= width:
+            line += joined
+            continue
+        if line not in (first, rest):
+            lines.append(line)
+            line = rest
+        for char in word:
+            if cell_len(line + char) > width:
+                lines.append(line)
+                line = rest
+            line += char
+    return [*lines, line]
 
 
 def _rank(rank: int | None) -> str:
