@@ -25,11 +25,18 @@ from ragsweep.eval import measures
 from ragsweep.eval.attribution import describe_counts, hit_measure
 from ragsweep.eval.power import min_discordant
 from ragsweep.sweep.factors import MAX_LISTED, describe
+from ragsweep.sweep.family import NO_ADJUSTMENT
 from ragsweep.sweep.paired import PairedDifference, Unpaired
 from ragsweep.sweep.result import RESULT_FILE, AxisResult, SweepResult, Trial
 
 INTERVAL = "interval"
-COLUMNS = ("value", "mean", "Δ", INTERVAL, "+/−", "p", "p adj", "note")
+RAW_P = "p"
+COLUMNS = ("value", "mean", "Δ", INTERVAL, "+/−", RAW_P, "p adj", "note")
+"""The columns of ``sweep_summary.md``."""
+TERMINAL_COLUMNS = ("value", "mean", "Δ", INTERVAL, "+/−", "p adj", "note")
+"""The terminal's one-screen table shows one p-value, the one decisions use (the adjusted
+one; the raw one is in ``sweep_summary.md`` and ``sweep_result.yaml``): with both, the
+note column had four characters left at 80 columns."""
 RIGHT = ("mean", "Δ", "+/−", "p", "p adj")
 FIGURES = ("mean", "Δ", INTERVAL, "+/−", "p", "p adj")
 """Columns of figures: never wrapped or shortened."""
@@ -68,7 +75,7 @@ def _paired_cells(trial: Trial, alpha: float) -> list[str]:
             interval_text(paired),
             f"+{test.gained}/−{test.lost}",
             p_text(paired.p_value) + few,
-            adjusted,
+            adjusted + (few if adjusted else ""),
         ]
     if isinstance(paired, Unpaired):
         return ["n/a"] * 5
@@ -253,6 +260,38 @@ def _unpaired_lines(result: SweepResult) -> list[str]:
     return [f"n/a: no paired comparison for {len(unpaired)} value(s), e.g. {unpaired[0].reason}"]
 
 
+def _terminal_rows(result: SweepResult) -> list[list[list[str]]]:
+    """:func:`table_rows` with one p-value column (:data:`TERMINAL_COLUMNS`): the adjusted
+    p, or the raw one where the sweep adjusts nothing; the note's words one a line, so the
+    note column is as narrow as its longest word (a wrapped or cut ``reused, start`` read
+    ``reus``/``star`` at 80 columns)."""
+    raw, adjusted = COLUMNS.index(RAW_P), COLUMNS.index("p adj")
+    return [
+        [
+            [*row[:raw], row[adjusted] or row[raw], *row[adjusted + 1 : -1], _stacked(row[-1])]
+            for row in rows
+        ]
+        for rows in table_rows(result)
+    ]
+
+
+def _stacked(note: str) -> str:
+    return note.replace(", ", "\n")
+
+
+def _widest(sections: list[list[list[str]]], index: int, name: str) -> int:
+    """The widest line of a column's cells, axis rows left out (:func:`print_table`)."""
+    cells = [row[index] for rows in sections for row in rows[1:]]
+    return max([len(name), *(len(line) for cell in cells for line in cell.split("\n"))])
+
+
+def _terminal_columns(result: SweepResult) -> tuple[str, ...]:
+    """:data:`TERMINAL_COLUMNS`, the p column headed ``p`` where the sweep adjusts nothing."""
+    if result.spec.adjust != NO_ADJUSTMENT:
+        return TERMINAL_COLUMNS
+    return tuple(RAW_P if name == "p adj" else name for name in TERMINAL_COLUMNS)
+
+
 def print_table(result: SweepResult, console: Console) -> None:
     """The one-screen end-of-sweep table (module docstring), its title and footer lines,
     wrapped to the console's width; figures are never cut (the value and note columns
@@ -261,19 +300,22 @@ def print_table(result: SweepResult, console: Console) -> None:
         for text in wrap(line, console.width, "", "  "):
             console.print(text, markup=False, soft_wrap=True)
     # One space of padding left of each column but the first, plus the box's blank column
-    # rule: columns two spaces apart, so the demo sweep's table is 77 characters wide.
+    # rule: columns two spaces apart.
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), pad_edge=False, show_edge=False)
-    sections = table_rows(result)
-    for index, name in enumerate(COLUMNS):
+    sections = _terminal_rows(result)
+    names = _terminal_columns(result)
+    widths = [_widest(sections, index, name) for index, name in enumerate(names)]
+    spare = console.width - sum(widths) - 2 * (len(names) - 1)
+    for index, name in enumerate(names):
         if name in FIGURES:
-            widest = max([len(name), *(len(row[index]) for rows in sections for row in rows)])
             justify: JustifyMethod = "right" if name in RIGHT else "left"
-            table.add_column(name, justify=justify, no_wrap=True, min_width=widest)
-        elif name == "value":  # labels stay whole: the note column wraps first
-            widest = max(len(row[index]) for rows in sections for row in rows[1:] or [[""]])
-            table.add_column(name, overflow="fold", min_width=min(widest, 24))
-        else:
-            table.add_column(name, overflow="fold")
+            table.add_column(name, justify=justify, no_wrap=True, min_width=widths[index])
+        elif name == "value":  # axis labels too, where the screen has room for them
+            headers = max(len(rows[0][index]) for rows in sections)
+            room = widths[index] + max(spare, 0)
+            table.add_column(name, overflow="fold", min_width=min(headers, room, 24))
+        else:  # the note's words one a line (_terminal_rows): never cut
+            table.add_column(name, no_wrap=True, min_width=widths[index])
     for rows in sections:
         for index, row in enumerate(rows):
             table.add_row(*row, end_section=index == len(rows) - 1)
