@@ -20,11 +20,13 @@ from ragsweep.chunk.table import chunk_columns
 from ragsweep.chunk.views import ChunkColumns
 from ragsweep.config.schema import EvalConfig
 from ragsweep.core.progress import progress_bar
+from ragsweep.data.access import Access
 from ragsweep.data.corpus import jsonl_lines
 from ragsweep.data.golden import GoldenCase
 from ragsweep.data.preprocess import Preprocessor
+from ragsweep.eval.access import case_access, summarize_access
 from ragsweep.eval.measures import RAN_OUT, Measure
-from ragsweep.eval.metric_keys import N_ANSWERABLE, key_tags, type_segments
+from ragsweep.eval.metric_keys import ACL_LEAKS, N_ANSWERABLE, key_tags, type_segments
 from ragsweep.eval.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.eval.relevance import Interval, IntervalBatch, codes_of
 from ragsweep.eval.uncertainty import Bootstrap, Bounds, interval_keys, stratified_intervals
@@ -58,6 +60,9 @@ class CaseResult:
     metrics: dict[str, float] | None
     retrieved: tuple[RetrievedChunk, ...]
     seconds: float
+    access: dict[str, float] | None = None
+    """The access counts (:mod:`ragsweep.eval.access`); None for a corpus without access
+    metadata."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``cases.jsonl`` row. ``retrieved`` is stored by column (rank 1 first), e.g.
@@ -77,6 +82,7 @@ class CaseResult:
             "metrics": self.metrics,
             "latency_ms": round(self.seconds * 1000, 3),
             "retrieved": dict(zip(RetrievedChunk._fields, columns, strict=True)),
+            **({"access": self.access} if self.access is not None else {}),
         }
 
     @classmethod
@@ -90,6 +96,7 @@ class CaseResult:
             metrics=row["metrics"],
             retrieved=_retrieved_from_json(row["retrieved"]),
             seconds=row["latency_ms"] / 1000,
+            access=row.get("access"),
         )
 
 
@@ -140,17 +147,23 @@ def retrieve(
 
 
 def score_cases(
-    cases: Sequence[GoldenCase], ranked: Sequence[Ranked], chunks: Sequence[Chunk], cfg: EvalConfig
+    cases: Sequence[GoldenCase],
+    ranked: Sequence[Ranked],
+    chunks: Sequence[Chunk],
+    cfg: EvalConfig,
+    access: Mapping[str, Access] | None = None,
 ) -> tuple[CaseResult, ...]:
     """One result per case, in order: its retrieved chunks and, for answerable cases, its
-    metrics (None for unanswerable cases). ``ranked[i]`` is the ranking of ``cases[i]``
-    and holds indices into ``chunks``."""
+    metrics (None for unanswerable cases); with the corpus's ``access`` metadata, its access
+    counts. ``ranked[i]`` is the ranking of ``cases[i]`` and holds indices into ``chunks``."""
     if len(ranked) != len(cases):
         raise ValueError(f"{len(ranked)} rankings for {len(cases)} cases")
     used, ranked = _retrieved_only(ranked)
     picked = chunk_columns(chunks, used.tolist())  # a chunk table builds no chunk for it
     metrics = _answerable_metrics(cases, ranked, picked, cfg)
     retrieved = _retrieved(ranked, picked)
+    rows = [[(c.doc, c.start, c.end) for c in r] for r in retrieved] if access else []
+    counts = case_access(cases, rows, access or {}, cfg.budgets)
     return tuple(
         CaseResult(
             id=case.id,
@@ -160,6 +173,7 @@ def score_cases(
             metrics=metrics.get(i),
             retrieved=retrieved[i],
             seconds=ranking.seconds,
+            access=counts[i],
         )
         for i, (case, ranking) in enumerate(zip(cases, ranked, strict=True))
     )
@@ -270,6 +284,17 @@ class Summary:
     bootstrap: Bootstrap
     top_k: int | None = None
     ran_out_at_depth: dict[str, int] = field(default_factory=dict)
+    access: dict[str, float] = field(default_factory=dict)
+    """Access totals (:func:`ragsweep.eval.access.leak_totals`); empty without access
+    metadata."""
+    access_by_type: dict[str, dict[str, float]] = field(default_factory=dict)
+    access_intervals: dict[str, Bounds] = field(default_factory=dict)
+    """The interval of ``permission_held``, when the split has permission cases."""
+
+    @property
+    def leaked(self) -> bool:
+        """Whether any case retrieved a chunk its principal may not read."""
+        return self.access.get(ACL_LEAKS, 0.0) > 0
 
     def flat_metrics(self) -> dict[str, float]:
         """MLflow metric keys: ``recall_at_5``, its interval (:func:`interval_keys`),
@@ -286,6 +311,15 @@ class Summary:
         flat.update({f"n_cases/{segment[t]}": float(n) for t, n in self.type_counts.items()})
         flat.update({f"n_answerable/{segment[t]}": float(n) for t, n in self.scored_counts.items()})
         flat.update(self.extra)
+        flat.update(self._access_metrics(segment))
+        return flat
+
+    def _access_metrics(self, segment: Mapping[str, str]) -> dict[str, float]:
+        flat = {k: v for k, v in self.access.items() if k not in self.access_intervals}
+        rates = {k: self.access[k] for k in self.access_intervals}
+        flat.update(_with_intervals("", rates, self.access_intervals))
+        for type_name, totals in self.access_by_type.items():
+            flat.update({f"by_type/{segment[type_name]}/{k}": v for k, v in totals.items()})
         return flat
 
     def key_tags(self) -> dict[str, str]:
@@ -316,6 +350,7 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
     by_type_min = {m: min(t[m] for t in by_type.values()) for m in overall} if by_type else {}
     bounds = stratified_intervals(slices, list(overall), bootstrap)
     type_counts = {t: sum(r.type == t for r in results) for t in sorted({r.type for r in results})}
+    access = summarize_access([(r.type, r.access) for r in results], bootstrap)
     return Summary(
         overall=overall,
         by_type=by_type,
@@ -334,6 +369,9 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
         bootstrap=bootstrap,
         top_k=top_k,
         ran_out_at_depth=_ran_out_at_depth(results, cfg.budgets, top_k),
+        access=access[0],
+        access_by_type=access[1],
+        access_intervals=access[2],
     )
 
 

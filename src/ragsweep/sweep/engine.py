@@ -59,7 +59,13 @@ from ragsweep.sweep.result import (
     Trial,
 )
 from ragsweep.sweep.runs import SweepRuns, sweep_digest
-from ragsweep.sweep.select import AxisDecision, Candidate, NoObjectiveError, decide
+from ragsweep.sweep.select import (
+    AxisDecision,
+    Candidate,
+    LeakingAxisError,
+    NoObjectiveError,
+    decide,
+)
 from ragsweep.sweep.spec import Axis, Point, SweepSpec
 from ragsweep.sweep.state import Current, Evaluation, SweepState
 from ragsweep.tracking.background import drain_active, logging_jobs
@@ -295,13 +301,16 @@ class SweepRun:
         incumbent_at = next((i for i, t in enumerate(trials) if t.incumbent), None)
         try:
             decision = decide(candidates, incumbent_at, self.spec.settings, len(axis.points()))
-        except NoObjectiveError:
+        except NoObjectiveError as exc:
             self.state.axes.append(
                 AxisResult(axis, tuple(trials), None, other_factors=factors, number=number)
             )
-            raise NoObjectiveError(
-                f"axis {number} ({axis.label}): every value failed or was invalid"
-            ) from None
+            why = (
+                str(exc)
+                if isinstance(exc, LeakingAxisError)
+                else "every value failed or was invalid"
+            )
+            raise NoObjectiveError(f"axis {number} ({axis.label}): {why}") from None
         return AxisResult(
             axis,
             tuple(
@@ -353,6 +362,14 @@ class SweepRun:
         ]
         if skipped:
             say(self.console, f"not launched: {', '.join(skipped)}", "  ")
+        leaked = [f"{t.point.label} (acl_leaks={t.leaks:g})" for t in trials if t.leaks]
+        if leaked:
+            say(
+                self.console,
+                f"never adopted, leaked restricted documents: {', '.join(leaked)}",
+                "  ",
+                style="red",
+            )
         for t in trials:
             if t.status == "invalid":
                 say(self.console, f"invalid {t.point.label}: {t.error or ''}", "  ", style="yellow")
@@ -423,9 +440,11 @@ def _with_decision(trial: Trial, candidate: Candidate, decision: AxisDecision, i
     """``trial`` with its comparison to the chosen value, and ``n`` from its cases when the
     store did not give it."""
     n = trial.n
-    if n is None and isinstance(candidate.cases, CaseValues):
-        n = len(candidate.cases.by_case)
-    return replace(trial, paired=decision.paired[index], n=n)
+    leaks = None
+    if isinstance(candidate.cases, CaseValues):
+        n = len(candidate.cases.by_case) if n is None else n
+        leaks = candidate.cases.leaks
+    return replace(trial, paired=decision.paired[index], n=n, leaks=leaks)
 
 
 def _status(known: Evaluation, config_hash: str, launched: set[str]) -> Status:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsweep.core.names import CASES_FILE
+from ragsweep.eval.metric_keys import ACL_LEAKS
 from ragsweep.eval.scoring import CaseResult, cases_from_jsonl
 from ragsweep.eval.stats import PairedTest, paired_randomization_test
 from ragsweep.tracking.artifacts import artifact_text
@@ -35,21 +36,26 @@ interval has the sweep's ``1 − alpha``."""
 
 @dataclass(frozen=True)
 class CaseValues:
-    """One configuration's objective per answerable case: case id → value, in file order."""
+    """One configuration's objective per answerable case: case id → value, in file order;
+    ``leaks``: its ``acl_leaks`` summed over every case (docs/metrics.md, "Access
+    measures"; 0 for a corpus without access metadata)."""
 
     by_case: Mapping[str, float]
+    leaks: float = 0.0
 
     @classmethod
     def from_cases(cls, cases: Iterable[CaseResult], objective: str, source: str) -> CaseValues:
         """The ``objective`` of every scored case; ``source`` names the file in errors."""
         values: dict[str, float] = {}
+        leaks = 0.0
         for case in cases:
+            leaks += (case.access or {}).get(ACL_LEAKS, 0.0)
             if case.metrics is None:
                 continue  # unanswerable: never scored
             if objective not in case.metrics:
                 raise ValueError(f"{source} has no per-case {objective} (case {case.id})")
             values[case.id] = float(case.metrics[objective])
-        return cls(values)
+        return cls(values, leaks)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@ class Trial:
     error: str | None = None
     incumbent: bool = False
     paired: Paired | None = None
+    leaks: float | None = None
+    """Its ``acl_leaks`` over every case (None: unknown); a sweep never adopts a leak."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +57,7 @@ class Trial:
             "error": self.error,
             "incumbent": self.incumbent,
             "vs_chosen": None if self.paired is None else self.paired.to_dict(),
+            **({"acl_leaks": self.leaks} if self.leaks else {}),
         }
 
 

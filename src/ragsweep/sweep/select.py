@@ -46,6 +46,11 @@ class NoObjectiveError(RagsweepError):
     """Every value of an axis failed or was invalid, so there is nothing to choose."""
 
 
+class LeakingAxisError(NoObjectiveError):
+    """Every value of an axis that has an objective leaked (``acl_leaks`` > 0): a sweep
+    never adopts a configuration that retrieved what its principal may not read."""
+
+
 @dataclass(frozen=True)
 class DecisionRule:
     """A way of choosing. ``admits(paired, alpha)`` says whether a challenger that beats the
@@ -114,6 +119,12 @@ class Candidate:
     config_hash: str | None
     cases: CaseValues | Unpaired | None
 
+    @property
+    def leaked(self) -> bool:
+        """Whether it retrieved chunks its cases' principals may not read (known only from
+        its per-case values)."""
+        return isinstance(self.cases, CaseValues) and self.cases.leaks > 0
+
 
 @dataclass(frozen=True)
 class AxisDecision:
@@ -173,13 +184,15 @@ def decide(
     ``axis_weight``: the axis' values counted in the sweep's family (default: the
     candidates)."""
     objectives = [c.objective for c in candidates]
-    reference = reference_index(objectives, incumbent)
+    reference = reference_index(_without_leaks(candidates), incumbent)
     rule = DECISIONS.get(settings.decision)
     share = min(1.0, (axis_weight or len(candidates)) / max(settings.family_size, 1))
     compare = _comparer(candidates, settings)
     against_reference = _adjusted(candidates, reference, compare, settings.adjust, share)
 
     def admits(index: int) -> bool:
+        if candidates[index].leaked:
+            return False
         return rule.admits(against_reference[index] if rule.use_paired else None, settings.alpha)
 
     chosen = choose(objectives, reference, settings.measure, settings.min_improvement, admits)
@@ -189,6 +202,18 @@ def decide(
     if runner_up is not None and isinstance(paired[runner_up], PairedDifference):
         distinguishable = _significant(paired[runner_up], settings.alpha)
     return AxisDecision(chosen, reference, paired, runner_up, distinguishable)
+
+
+def _without_leaks(candidates: Sequence[Candidate]) -> list[float | None]:
+    """The objectives, None for every candidate that leaked: a leak is never the value to
+    beat nor chosen, whatever its objective."""
+    objectives = [None if c.leaked else c.objective for c in candidates]
+    if all(v is None for v in objectives) and any(c.objective is not None for c in candidates):
+        raise LeakingAxisError(
+            "every value that ran retrieved chunks its cases' principals may not read "
+            "(acl_leaks > 0), and a sweep never adopts a leak: use retrieval.acl=pre or post"
+        )
+    return objectives
 
 
 def _adjusted(
