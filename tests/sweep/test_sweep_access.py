@@ -1,0 +1,44 @@
+"""A sweep never adopts a configuration that leaked, whatever its objective (issue 30)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ragsweep.eval import measures
+from ragsweep.sweep.paired import CaseValues
+from ragsweep.sweep.select import Candidate, DecisionSettings, LeakingAxisError, decide
+from tests.sweep.test_sweep import multirun, real_task, unwrapped
+
+SETTINGS = DecisionSettings(measures.parse("recall_at_5"), "best", 0.01)
+
+
+def candidate(objective: float, leaks: float) -> Candidate:
+    return Candidate(objective, f"c{objective}", CaseValues({"q": objective}, leaks))
+
+
+def test_a_leak_is_neither_chosen_nor_the_value_to_beat() -> None:
+    start, leaky, clean = candidate(0.5, 3), candidate(0.9, 1), candidate(0.6, 0)
+    decision = decide([start, leaky, clean], 0, SETTINGS)
+    assert decision.reference == 2 and decision.chosen == 2  # the incumbent leaked too
+    assert decide([candidate(0.5, 0), leaky], 0, SETTINGS).chosen == 0
+    with pytest.raises(LeakingAxisError, match="never adopts a leak"):
+        decide([start, leaky], 0, SETTINGS)
+
+
+def test_the_access_demo_sweep_never_adopts_its_leaking_start(tmp_path: Path, capsys) -> None:
+    result = multirun(real_task, tmp_path, "s1", "sweep=access", "tracking=off")
+    (axis,) = result.axes
+    objectives = {t.point.label: t.objective for t in axis.trials}
+    assert objectives["off"] == objectives["pre"] == objectives["post"]  # filtering costs 0
+    assert axis.best.point.label == "pre"  # the start ties but leaked: never adopted
+    leaks = {t.point.label: t.leaks for t in axis.trials}
+    assert leaks["off"] > 0 and leaks["pre"] == leaks["post"] == 0
+    saved = yaml.safe_load((tmp_path / "s1" / "sweep_result.yaml").read_text())
+    assert saved["chosen"] == {"retrieval.acl": "pre"}
+    captured = capsys.readouterr()
+    out = unwrapped(captured.out + captured.err)
+    assert f"never adopted, leaked restricted documents: off (acl_leaks={leaks['off']:g})" in out
+    assert "LEAK:" in out and "permission cases: 2 of 2 retrieved nothing restricted" in out
