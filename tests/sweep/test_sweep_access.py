@@ -41,4 +41,5 @@ def test_the_access_demo_sweep_never_adopts_its_leaking_start(tmp_path: Path, ca
     captured = capsys.readouterr()
     out = unwrapped(captured.out + captured.err)
     assert f"never adopted, leaked restricted documents: off (acl_leaks={leaks['off']:g})" in out
+    assert "new, start, leak" in out  # the table's note
     assert "LEAK:" in out and "permission cases: 2 of 2 retrieved nothing restricted" in out
