@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
 from ragsweep.eval import measures
+from ragsweep.sweep.grid import GridResult, GridRow, RunObjective, grid_markdown
 from ragsweep.sweep.paired import CaseValues
+from ragsweep.sweep.report import CHOSEN, REPRODUCE
 from ragsweep.sweep.select import Candidate, DecisionSettings, LeakingAxisError, decide
 from tests.sweep.test_sweep import multirun, real_task, unwrapped
 
@@ -43,3 +46,23 @@ def test_the_access_demo_sweep_never_adopts_its_leaking_start(tmp_path: Path, ca
     assert f"never adopted, leaked restricted documents: off (acl_leaks={leaks['off']:g})" in out
     assert "new, start, leak" in out  # the table's note
     assert "LEAK:" in out and "permission cases: 2 of 2 retrieved nothing restricted" in out
+
+
+def test_a_plain_grid_never_marks_a_leaking_job_best(tmp_path: Path, capsys) -> None:
+    overrides = ("corpus=access_demo", "golden=access_demo", "embedding=bm25", "tracking=off")
+    multirun(real_task, tmp_path, "g", *overrides, "retrieval.acl=off,pre")
+    captured = capsys.readouterr()
+    out = unwrapped(captured.out + captured.err)
+    assert "best: job 1" in out and "retrieval.acl=off" not in out.split("best: job 1")[1]
+    summary = (tmp_path / "g" / "sweep_summary.md").read_text(encoding="utf-8")
+    rows = [line for line in summary.splitlines() if "retrieval.acl=" in line]
+    assert "✓ 1" in rows[0] and "pre" in rows[0]  # clean first, though the recall ties
+    assert "off" in rows[1] and rows[1].rstrip(" |").endswith("leak") and "✓" not in rows[1]
+
+
+def test_a_grid_where_every_job_leaked_names_no_best(tmp_path: Path) -> None:
+    figures = RunObjective(1.0, 0.9, 1.0, 4, acl_leaks=8)
+    row = GridRow(0, ("retrieval.acl=off",), "recall_at_5", 1.0, figures, None)
+    text = grid_markdown(GridResult((row, replace(row, job=1)), tmp_path))
+    assert "no best: every job leaked" in text and "best: job" not in text
+    assert REPRODUCE not in text and CHOSEN not in text
