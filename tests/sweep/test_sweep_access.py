@@ -31,6 +31,18 @@ def test_a_leak_is_neither_chosen_nor_the_value_to_beat() -> None:
         decide([start, leaky], 0, SETTINGS)
 
 
+def test_a_leaking_start_is_replaced_by_the_best_clean_value_not_the_first() -> None:
+    start, first, better = candidate(0.5, 3), candidate(0.600, 0), candidate(0.605, 0)
+    decision = decide([start, first, better], 0, SETTINGS)  # 0.005 < min_improvement
+    assert decision.reference == 2 and decision.chosen == 2
+
+
+def test_the_runner_up_is_never_a_leaking_value() -> None:
+    chosen, leaky, clean = candidate(0.8, 0), candidate(0.9, 2), candidate(0.5, 0)
+    assert decide([chosen, leaky, clean], 0, SETTINGS).runner_up == 2
+    assert decide([chosen, leaky], 0, SETTINGS).runner_up is None
+
+
 def test_the_access_demo_sweep_never_adopts_its_leaking_start(tmp_path: Path, capsys) -> None:
     result = multirun(real_task, tmp_path, "s1", "sweep=access", "tracking=off")
     (axis,) = result.axes

@@ -3,7 +3,9 @@ its points.
 
 The value to beat (the *reference*) is the incumbent, i.e. the best configuration carried
 forward from the previous axes (for the first axis: the baseline), when it has an objective;
-otherwise the first value in file order that has one. A challenger may replace the reference
+otherwise the first value in file order that has one. A value that leaked (``acl_leaks`` > 0)
+is never the reference, never chosen and never the runner-up; when the incumbent leaked, the
+reference is the best clean value. A challenger may replace the reference
 only if it beats it by more than ``min_improvement`` and the sweep's *decision rule*
 (:data:`DECISIONS`, the sweep file's ``decision``) admits it; among admitted challengers the
 best wins, and an exact tie goes to the one listed first.
@@ -149,6 +151,21 @@ def reference_index(objectives: Sequence[float | None], incumbent: int | None) -
     raise NoObjectiveError("no value of the axis produced an objective")
 
 
+def best_index(objectives: Sequence[float | None], measure: Measure) -> int:
+    """Index of the best objective in ``measure``'s direction, the first listed on a tie
+    (``None`` objectives did not run or leaked)."""
+    best: int | None = None
+    for index, value in enumerate(objectives):
+        best_value = None if best is None else objectives[best]
+        if value is not None and (
+            best_value is None or measure.gain(value, best_value) > TOLERANCE
+        ):
+            best = index
+    if best is None:
+        raise NoObjectiveError("no value of the axis produced an objective")
+    return best
+
+
 def choose(
     objectives: Sequence[float | None],
     reference: int,
@@ -184,7 +201,11 @@ def decide(
     ``axis_weight``: the axis' values counted in the sweep's family (default: the
     candidates)."""
     objectives = [c.objective for c in candidates]
-    reference = reference_index(_without_leaks(candidates), incumbent)
+    clean = _without_leaks(candidates)
+    if incumbent is not None and candidates[incumbent].leaked:
+        reference = best_index(clean, settings.measure)
+    else:
+        reference = reference_index(clean, incumbent)
     rule = DECISIONS.get(settings.decision)
     share = min(1.0, (axis_weight or len(candidates)) / max(settings.family_size, 1))
     compare = _comparer(candidates, settings)
@@ -260,12 +281,14 @@ def _comparer(
 
 
 def _runner_up(candidates: Sequence[Candidate], chosen: int, measure: Measure) -> int | None:
-    """The best candidate with an objective and another configuration than the chosen one
-    (the first listed on a tie)."""
+    """The best candidate with an objective, no leak and another configuration than the
+    chosen one (the first listed on a tie)."""
     best: int | None = None
     for index, candidate in enumerate(candidates):
         value = candidate.objective
-        if value is None or candidate.config_hash == candidates[chosen].config_hash:
+        if value is None or candidate.leaked:
+            continue
+        if candidate.config_hash == candidates[chosen].config_hash:
             continue
         best_value = None if best is None else candidates[best].objective
         if best_value is None or measure.gain(value, best_value) > TOLERANCE:
