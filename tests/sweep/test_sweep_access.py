@@ -10,10 +10,12 @@ import yaml
 
 from ragsweep.eval import measures
 from ragsweep.sweep.grid import GridResult, GridRow, RunObjective, grid_markdown
-from ragsweep.sweep.paired import CaseValues
+from ragsweep.sweep.paired import CaseValues, Unpaired
+from ragsweep.sweep.result import Trial
+from ragsweep.sweep.spec import Point
 from ragsweep.sweep.report import CHOSEN, REPRODUCE
 from ragsweep.sweep.select import Candidate, DecisionSettings, LeakingAxisError, decide
-from tests.sweep.test_sweep import multirun, real_task, unwrapped
+from tests.sweep.test_sweep import multirun, real_task, unwrapped, write_sweep
 
 SETTINGS = DecisionSettings(measures.parse("recall_at_5"), "best", 0.01)
 
@@ -78,3 +80,34 @@ def test_a_grid_where_every_job_leaked_names_no_best(tmp_path: Path) -> None:
     text = grid_markdown(GridResult((row, replace(row, job=1)), tmp_path))
     assert "no best: every job leaked" in text and "best: job" not in text
     assert REPRODUCE not in text and CHOSEN not in text
+
+
+ALL_LEAK = """\
+baseline: {corpus: access_demo, golden: access_demo, embedding: bm25, retrieval.acl: "off"}
+axes:
+  - retrieval.acl: ["off"]
+objective: recall_at_5
+"""
+
+
+def test_when_every_value_leaks_the_leaks_are_still_recorded(tmp_path: Path, capsys) -> None:
+    sweep = write_sweep(tmp_path, ALL_LEAK)
+    with pytest.raises(SystemExit):
+        multirun(real_task, tmp_path, "s1", f"sweep={sweep}", "tracking=off")
+    captured = capsys.readouterr()
+    out = unwrapped(captured.out + captured.err)
+    assert "never adopted, leaked restricted documents: off (acl_leaks=" in out
+    assert "new, start, leak" in (tmp_path / "s1" / "sweep_summary.md").read_text()
+    saved = yaml.safe_load((tmp_path / "s1" / "sweep_result.yaml").read_text())
+    assert saved["axes"][0]["trials"][0]["acl_leaks"] > 0
+
+
+def test_unknown_leaks_on_an_access_corpus_are_not_adoptable() -> None:
+    unread = Unpaired("no cases.jsonl")
+    start = Candidate(0.5, "a", CaseValues({"q": 0.5}, 0.0), 0.0, access=True)
+    logged = Candidate(0.9, "b", unread, 2.0, access=True)  # leaks from its logged metric
+    unknown = Candidate(0.9, "c", unread, None, access=True)
+    assert decide([start, logged, unknown], 0, SETTINGS).chosen == 0
+    assert decide([start, Candidate(0.9, "d", unread, None)], 0, SETTINGS).chosen == 1
+    clean = Trial(Point((("retrieval.acl", "pre"),)), "new", 0.5, "a", leaks=0.0)
+    assert clean.to_dict()["acl_leaks"] == 0.0

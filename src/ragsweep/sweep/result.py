@@ -43,7 +43,8 @@ class Trial:
     incumbent: bool = False
     paired: Paired | None = None
     leaks: float | None = None
-    """Its ``acl_leaks`` over every case (None: unknown); a sweep never adopts a leak."""
+    """Its ``acl_leaks`` over every case (None: unknown, or a corpus without access
+    metadata); a sweep never adopts a leak."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,7 +58,7 @@ class Trial:
             "error": self.error,
             "incumbent": self.incumbent,
             "vs_chosen": None if self.paired is None else self.paired.to_dict(),
-            **({"acl_leaks": self.leaks} if self.leaks else {}),
+            **({"acl_leaks": self.leaks} if self.leaks is not None else {}),
         }
 
 

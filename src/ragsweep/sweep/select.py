@@ -115,17 +115,26 @@ class DecisionSettings:
 @dataclass(frozen=True)
 class Candidate:
     """What a decision sees of one value of an axis: its objective (None: failed or
-    invalid), its config hash and its per-case objective values (or why there are none)."""
+    invalid), its config hash, its per-case objective values (or why there are none), its
+    ``acl_leaks`` (None: unknown; default: its cases') and whether the corpus has access
+    metadata (``access``)."""
 
     objective: float | None
     config_hash: str | None
     cases: CaseValues | Unpaired | None
+    leaks: float | None = None
+    access: bool = False
 
     @property
     def leaked(self) -> bool:
-        """Whether it retrieved chunks its cases' principals may not read (known only from
-        its per-case values)."""
-        return isinstance(self.cases, CaseValues) and self.cases.leaks > 0
+        """Whether it may not be adopted: it retrieved chunks its cases' principals may not
+        read, or, on a corpus with access metadata, whether it did is unknown."""
+        leaks = self.leaks
+        if leaks is None and isinstance(self.cases, CaseValues):
+            leaks = self.cases.leaks
+        if leaks is None:
+            return self.access and self.objective is not None
+        return leaks > 0
 
 
 @dataclass(frozen=True)
