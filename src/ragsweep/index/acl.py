@@ -31,6 +31,11 @@ Strategy = Callable[
 STRATEGIES: Registry[Strategy] = Registry("retrieval.acl")
 
 
+def principal_key(principal: Sequence[str] | None) -> tuple[str, ...]:
+    """A principal as a key: its groups, sorted."""
+    return tuple(sorted(principal or ()))
+
+
 @dataclass(frozen=True)
 class AccessFilter:
     """What a run's cases may retrieve: ``access`` (the corpus's metadata), the retrieval
@@ -41,6 +46,12 @@ class AccessFilter:
     masker: ScopeMask
     n_chunks: int
     _excluded: dict[tuple[str, ...], list[str]] = field(default_factory=dict, compare=False)
+    _masks: dict[tuple[str, ...], np.ndarray | None] = field(default_factory=dict, compare=False)
+    _narrowed: dict[tuple[int, tuple[str, ...]], tuple[np.ndarray | None, np.ndarray]] = field(
+        default_factory=dict, compare=False
+    )
+    """Per (identity of a query's mask, principal): that mask, kept so its identity is not
+    reused, and the narrowed mask, shared by the queries of that pair."""
 
     @property
     def active(self) -> bool:
@@ -50,7 +61,7 @@ class AccessFilter:
     def excluded(self, principal: Sequence[str] | None) -> list[str]:
         """The documents a case of ``principal`` may not retrieve, sorted (memoized per
         principal: cases share a few)."""
-        key = tuple(sorted(principal or ()))
+        key = principal_key(principal)
         if key not in self._excluded:
             self._excluded[key] = self._barred(key)
         return self._excluded[key]
@@ -73,9 +84,25 @@ class AccessFilter:
         return f"{scope_key}|principal:{','.join(sorted(case.principal or ()))}"
 
     def excluded_mask(self, case: GoldenCase) -> np.ndarray | None:
-        """The chunks ``case`` may not retrieve (None: none)."""
-        excluded = self.excluded(case.principal)
-        return self.masker(excluded) if excluded else None
+        """The chunks ``case`` may not retrieve (None: none), one mask per principal."""
+        key = principal_key(case.principal)
+        if key not in self._masks:
+            excluded = self.excluded(case.principal)
+            self._masks[key] = self.masker(excluded) if excluded else None
+        return self._masks[key]
+
+    def narrowed(self, query: Query, case: GoldenCase) -> Query:
+        """``query`` with its mask narrowed to what ``case`` may retrieve; queries of one
+        mask and one principal share the narrowed mask (the rankings key digests each mask
+        object once)."""
+        excluded = self.excluded_mask(case)
+        if excluded is None:
+            return query
+        key = (id(query.allowed), principal_key(case.principal))
+        if key not in self._narrowed:
+            allowed = ~excluded if query.allowed is None else query.allowed & ~excluded
+            self._narrowed[key] = (query.allowed, allowed)
+        return replace(query, allowed=self._narrowed[key][1])
 
     def search(
         self, search: Search, queries: Sequence[Query], cases: Sequence[GoldenCase], depth: int
@@ -97,16 +124,7 @@ def _before_ranking(
     depth: int,
 ) -> list[Ranked]:
     """Each query's chunk mask narrowed to what its case may retrieve."""
-    return search(
-        [_narrowed(q, flt.excluded_mask(c)) for q, c in zip(queries, cases, strict=True)], depth
-    )
-
-
-def _narrowed(query: Query, excluded: np.ndarray | None) -> Query:
-    if excluded is None:
-        return query
-    allowed = ~excluded if query.allowed is None else query.allowed & ~excluded
-    return replace(query, allowed=allowed)
+    return search([flt.narrowed(q, c) for q, c in zip(queries, cases, strict=True)], depth)
 
 
 @STRATEGIES.register(ACL_POST)
