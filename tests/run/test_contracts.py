@@ -36,18 +36,18 @@ def test_every_broken_ranking_is_named_at_once() -> None:
     cases = [case("a", None), case("b", ("hr",)), case("c", ("hr",))]
     results = [result("a", "pub", "pay"), result("b", "pay", "old"), result("c", "ghost")]
     with pytest.raises(ContractError) as caught:
-        check_retrieved(results, cases, set(DOCS), flt, "custom")
+        check_retrieved(results, cases, set(DOCS), flt, "vectordb")
     message = str(caught.value)
     assert "retrieval contracts: 3 problems" in message
-    assert "case 'a': with retrieval.acl=pre, backend 'custom' returned chunk(s) of ['pay']" in (
+    assert "case 'a': with retrieval.acl=pre, backend 'vectordb' returned chunk(s) of ['pay']" in (
         message
     )
-    assert "case 'b': with retrieval.acl=pre, backend 'custom' returned chunk(s) of ['old']" in (
+    assert "case 'b': with retrieval.acl=pre, backend 'vectordb' returned chunk(s) of ['old']" in (
         message
     )
     assert "case 'c': retrieved chunk(s) of ['ghost'], which are no documents" in message
     off = AccessFilter(ACCESS, RetrievalConfig(acl="off"), scope_masker(DOCS), len(DOCS))
-    check_retrieved(results[:2], cases[:2], set(DOCS), off, "custom")  # off measures leaks
+    check_retrieved(results[:2], cases[:2], set(DOCS), off, "vectordb")  # off measures leaks
 
 
 def test_a_query_embedding_of_another_dimension_is_named() -> None:

@@ -11,10 +11,10 @@ import yaml
 from ragsweep.eval import measures
 from ragsweep.sweep.grid import GridResult, GridRow, RunObjective, grid_markdown
 from ragsweep.sweep.paired import CaseValues, Unpaired
-from ragsweep.sweep.result import Trial
-from ragsweep.sweep.spec import Point
 from ragsweep.sweep.report import CHOSEN, REPRODUCE
+from ragsweep.sweep.result import Trial
 from ragsweep.sweep.select import Candidate, DecisionSettings, LeakingAxisError, decide
+from ragsweep.sweep.spec import Point
 from tests.sweep.test_sweep import multirun, real_task, unwrapped, write_sweep
 
 SETTINGS = DecisionSettings(measures.parse("recall_at_5"), "best", 0.01)

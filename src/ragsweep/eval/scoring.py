@@ -26,7 +26,7 @@ from ragsweep.data.golden import GoldenCase
 from ragsweep.data.preprocess import Preprocessor
 from ragsweep.eval.access import case_access, summarize_access
 from ragsweep.eval.measures import RAN_OUT, Measure
-from ragsweep.eval.metric_keys import ACL_LEAKS, N_ANSWERABLE, key_tags, type_segments
+from ragsweep.eval.metric_keys import N_ANSWERABLE, key_tags, type_segments
 from ragsweep.eval.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.eval.relevance import Interval, IntervalBatch, codes_of
 from ragsweep.eval.uncertainty import Bootstrap, Bounds, interval_keys, stratified_intervals
@@ -290,11 +290,6 @@ class Summary:
     access_by_type: dict[str, dict[str, float]] = field(default_factory=dict)
     access_intervals: dict[str, Bounds] = field(default_factory=dict)
     """The interval of ``permission_held``, when the split has permission cases."""
-
-    @property
-    def leaked(self) -> bool:
-        """Whether any case retrieved a chunk its principal may not read."""
-        return self.access.get(ACL_LEAKS, 0.0) > 0
 
     def flat_metrics(self) -> dict[str, float]:
         """MLflow metric keys: ``recall_at_5``, its interval (:func:`interval_keys`),

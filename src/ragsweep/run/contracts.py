@@ -5,7 +5,8 @@ retrieved a chunk it may not (a revoked document, one its principal may not read
 superseded one): a backend that ignores the chunk mask it was given is named. The query
 embedding's dimension is checked by the dense index itself
 (:func:`ragsweep.index.backends.dense.check_query_dimension`). Every failure of a run is
-reported at once, before anything is written or logged.
+reported at once, before the run writes its files or logs anything; a newly computed
+rankings cache entry is already written then, and is checked again on every read.
 """
 
 from __future__ import annotations
