@@ -10,7 +10,7 @@ from rich.console import Console
 
 from ragsweep.cli.release import gate_main
 from ragsweep.release.errors import ThresholdsError
-from ragsweep.release.gate import check_decline, check_floors, check_latency
+from ragsweep.release.gate import check_access, check_decline, check_floors, check_latency
 from ragsweep.release.promote import promote
 from ragsweep.release.store import RunStore
 from ragsweep.release.thresholds import (
@@ -204,7 +204,7 @@ def test_quality_gate_fails_on_a_floor_above_the_current_value(
 
     result = run_quality_gate(pytester, monkeypatch, store.uri, path)
 
-    result.assert_outcomes(failed=1, passed=3)  # hit_at_10, latency and decline pass
+    result.assert_outcomes(failed=1, passed=4)  # hit_at_10, latency, decline, no leak pass
     result.stdout.fnmatch_lines([f"*mrr dropped to {mrr:.3f} (floor 1.00)*"])
 
 
@@ -217,7 +217,17 @@ def test_quality_gate_skips_when_nothing_is_promoted(
     path = tmp_path / "thresholds.yaml"
     save_thresholds(path, Thresholds(floors={"mrr": 1.0}))
     result = run_quality_gate(pytester, monkeypatch, f"sqlite:///{tracking_db}", path)
-    result.assert_outcomes(skipped=3)
+    result.assert_outcomes(skipped=4)
     result.stdout.fnmatch_lines(
         ["*nothing promoted yet: no complete run tagged ragsweep.promoted_from*"]
+    )
+
+
+def test_any_access_leak_fails_whatever_the_averages() -> None:
+    assert check_access({"recall_at_5": 0.9}) == []  # a corpus without access metadata
+    assert check_access({"acl_leaks": 0.0, "revoked_retrieved": 0.0}) == []
+    (violation,) = check_access({"acl_leaks": 3.0, "cases_with_acl_leaks": 2.0})
+    assert violation.kind == "leak" and violation.message == (
+        "acl_leaks: 3 retrieved chunk(s) in 2 case(s) came from documents the case's principal "
+        "may not read (any leak fails the gate)"
     )

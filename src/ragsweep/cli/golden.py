@@ -67,7 +67,7 @@ def slice_stats(golden: GoldenSet, assumptions: PowerAssumptions) -> list[SliceS
 def _stats(
     split: str, type_name: str, cases: Sequence[GoldenCase], assumptions: PowerAssumptions
 ) -> SliceStats:
-    answerable = sum(c.answerable for c in cases)
+    answerable = sum(c.scored for c in cases)  # permission cases get no recall
     return SliceStats(
         split,
         type_name,
@@ -81,7 +81,7 @@ def render_stats(
     golden: GoldenSet, rows: Sequence[SliceStats], assumptions: PowerAssumptions
 ) -> str:
     """Markdown: the set, the assumptions, and one row per split and type."""
-    answerable = sum(c.answerable for c in golden.cases)
+    answerable = sum(c.scored for c in golden.cases)
     needed = min_discordant(assumptions.alpha)
     lines = [
         "# Golden set",

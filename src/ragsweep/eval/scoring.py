@@ -20,9 +20,11 @@ from ragsweep.chunk.table import chunk_columns
 from ragsweep.chunk.views import ChunkColumns
 from ragsweep.config.schema import EvalConfig
 from ragsweep.core.progress import progress_bar
+from ragsweep.data.access import Access
 from ragsweep.data.corpus import jsonl_lines
 from ragsweep.data.golden import GoldenCase
 from ragsweep.data.preprocess import Preprocessor
+from ragsweep.eval.access import case_access, summarize_access
 from ragsweep.eval.measures import RAN_OUT, Measure
 from ragsweep.eval.metric_keys import N_ANSWERABLE, key_tags, type_segments
 from ragsweep.eval.metrics import evidence_union, mean_by_key, metrics_per_case
@@ -68,6 +70,9 @@ class CaseResult:
     retrieved: tuple[RetrievedChunk, ...]
     seconds: float
     spans: tuple[SpanTrace, ...] | None = None
+    access: dict[str, float] | None = None
+    """The access counts (:mod:`ragsweep.eval.access`); None for a corpus without access
+    metadata."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``cases.jsonl`` row. ``retrieved`` is stored by column (rank 1 first), e.g.
@@ -79,7 +84,7 @@ class CaseResult:
             if self.retrieved
             else ((),) * len(RetrievedChunk._fields)
         )
-        row = {
+        row: dict[str, Any] = {
             "id": self.id,
             "type": self.type,
             "split": self.split,
@@ -87,6 +92,7 @@ class CaseResult:
             "metrics": self.metrics,
             "latency_ms": round(self.seconds * 1000, 3),
             "retrieved": dict(zip(RetrievedChunk._fields, columns, strict=True)),
+            **({"access": self.access} if self.access is not None else {}),
         }
         if self.spans is not None:
             row["spans"] = traces_to_json(self.spans)
@@ -104,6 +110,7 @@ class CaseResult:
             retrieved=_retrieved_from_json(row["retrieved"]),
             seconds=row["latency_ms"] / 1000,
             spans=traces_from_json(row.get("spans")),
+            access=row.get("access"),
         )
 
 
@@ -154,17 +161,23 @@ def retrieve(
 
 
 def score_cases(
-    cases: Sequence[GoldenCase], ranked: Sequence[Ranked], chunks: Sequence[Chunk], cfg: EvalConfig
+    cases: Sequence[GoldenCase],
+    ranked: Sequence[Ranked],
+    chunks: Sequence[Chunk],
+    cfg: EvalConfig,
+    access: Mapping[str, Access] | None = None,
 ) -> tuple[CaseResult, ...]:
     """One result per case, in order: its retrieved chunks and, for answerable cases, its
-    metrics (None for unanswerable cases). ``ranked[i]`` is the ranking of ``cases[i]``
-    and holds indices into ``chunks``."""
+    metrics (None for unanswerable cases); with the corpus's ``access`` metadata, its access
+    counts. ``ranked[i]`` is the ranking of ``cases[i]`` and holds indices into ``chunks``."""
     if len(ranked) != len(cases):
         raise ValueError(f"{len(ranked)} rankings for {len(cases)} cases")
     used, ranked = _retrieved_only(ranked)
     picked = chunk_columns(chunks, used.tolist())  # a chunk table builds no chunk for it
     metrics, traces = _answerable_metrics(cases, ranked, picked, chunks, cfg)
     retrieved = _retrieved(ranked, picked)
+    rows = [[(c.doc, c.start, c.end) for c in r] for r in retrieved] if access else []
+    counts = case_access(cases, rows, access or {}, cfg.budgets)
     return tuple(
         CaseResult(
             id=case.id,
@@ -175,6 +188,7 @@ def score_cases(
             retrieved=retrieved[i],
             seconds=ranking.seconds,
             spans=traces.get(i),
+            access=counts[i],
         )
         for i, (case, ranking) in enumerate(zip(cases, ranked, strict=True))
     )
@@ -295,6 +309,12 @@ class Summary:
     bootstrap: Bootstrap
     top_k: int | None = None
     ran_out_at_depth: dict[str, int] = field(default_factory=dict)
+    access: dict[str, float] = field(default_factory=dict)
+    """Access totals (:func:`ragsweep.eval.access.leak_totals`); empty without access
+    metadata."""
+    access_by_type: dict[str, dict[str, float]] = field(default_factory=dict)
+    access_intervals: dict[str, Bounds] = field(default_factory=dict)
+    """The interval of ``permission_held``, when the split has permission cases."""
 
     def flat_metrics(self) -> dict[str, float]:
         """MLflow metric keys: ``recall_at_5``, its interval (:func:`interval_keys`),
@@ -311,6 +331,15 @@ class Summary:
         flat.update({f"n_cases/{segment[t]}": float(n) for t, n in self.type_counts.items()})
         flat.update({f"n_answerable/{segment[t]}": float(n) for t, n in self.scored_counts.items()})
         flat.update(self.extra)
+        flat.update(self._access_metrics(segment))
+        return flat
+
+    def _access_metrics(self, segment: Mapping[str, str]) -> dict[str, float]:
+        flat = {k: v for k, v in self.access.items() if k not in self.access_intervals}
+        rates = {k: self.access[k] for k in self.access_intervals}
+        flat.update(_with_intervals("", rates, self.access_intervals))
+        for type_name, totals in self.access_by_type.items():
+            flat.update({f"by_type/{segment[type_name]}/{k}": v for k, v in totals.items()})
         return flat
 
     def key_tags(self) -> dict[str, str]:
@@ -341,6 +370,7 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
     by_type_min = {m: min(t[m] for t in by_type.values()) for m in overall} if by_type else {}
     bounds = stratified_intervals(slices, list(overall), bootstrap)
     type_counts = {t: sum(r.type == t for r in results) for t in sorted({r.type for r in results})}
+    access = summarize_access([(r.type, r.access) for r in results], bootstrap)
     return Summary(
         overall=overall,
         by_type=by_type,
@@ -359,6 +389,9 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
         bootstrap=bootstrap,
         top_k=top_k,
         ran_out_at_depth=_ran_out_at_depth(results, cfg.budgets, top_k),
+        access=access[0],
+        access_by_type=access[1],
+        access_intervals=access[2],
     )
 
 

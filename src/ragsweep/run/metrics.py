@@ -28,7 +28,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ragsweep.eval.measures import HIT, MRR, RECALL, Measure, computed
-from ragsweep.eval.metric_keys import JUDGE, JUDGE_BY_TYPE, N_ANSWERABLE, N_CHUNKS, by_type_key
+from ragsweep.eval.metric_keys import (
+    ACL_LEAKS,
+    CASES_WITH_ACL_LEAKS,
+    JUDGE,
+    JUDGE_BY_TYPE,
+    N_ANSWERABLE,
+    N_CHUNKS,
+    N_PERMISSION,
+    PERMISSION_HELD,
+    REVOKED_RETRIEVED,
+    SUPERSEDED_RETRIEVED,
+    access_keys,
+    by_type_key,
+)
 from ragsweep.eval.scoring import Summary
 from ragsweep.eval.uncertainty import interval_keys
 from ragsweep.tracking.tables import read_table
@@ -80,6 +93,18 @@ TIMINGS: dict[str, str] = {
     "latency_ms_p95": "95th percentile per-query search time in milliseconds",
 }
 
+ACCESS: dict[str, str] = {
+    ACL_LEAKS: "retrieved chunks (within the retrieval depth, summed over cases) of documents "
+    "the case's principal may not read",
+    f"{ACL_LEAKS}_at_<B>c": "the same within each context budget B",
+    REVOKED_RETRIEVED: "retrieved chunks of revoked documents",
+    SUPERSEDED_RETRIEVED: "retrieved chunks of superseded documents",
+    CASES_WITH_ACL_LEAKS: "cases with at least one acl_leaks chunk",
+    N_PERMISSION: "permission cases of the evaluated split",
+    PERMISSION_HELD: "share of the permission cases with no acl_leaks, with its 95% interval",
+}
+"""The access figures, logged only for a corpus with access metadata (docs/metrics.md)."""
+
 DOCUMENTED: dict[str, str] = {
     "recall_at_<k>, recall_at_<B>c": "recall at each k of eval.ks and each budget B of "
     "eval.budgets (characters), mean over the answerable cases",
@@ -91,6 +116,7 @@ DOCUMENTED: dict[str, str] = {
     "question type)",
     **COUNTS,
     **TIMINGS,
+    **ACCESS,
     "latency_ms_p50/<stage>, latency_ms_p95/<stage>": "the same per search stage (sparse, "
     "dense, fusion, rerank), for the runs that have stages",
     "judge/<metric>": "the judge's overall figures (only with a judge; docs/judge.md)",
@@ -122,7 +148,9 @@ def headline_names(
         out[low] = f"lower bound of the 95% bootstrap interval of {measure.name}"
         out[high] = f"upper bound of the 95% bootstrap interval of {measure.name}"
         out[WEAKEST_PREFIX + measure.name] = f"lowest per-type mean of {measure.name}"
-    return {**out, **COUNTS, **TIMINGS}
+    access = dict.fromkeys(access_keys(budgets), "access measure (docs/metrics.md)")
+    access.update(dict.fromkeys(interval_keys(PERMISSION_HELD), "interval of permission_held"))
+    return {**out, **COUNTS, **TIMINGS, **access}
 
 
 def is_logged(name: str, headline: Mapping[str, str]) -> bool:

@@ -44,6 +44,7 @@ from ragsweep.eval.scoring import (
     score_cases,
     summarize,
 )
+from ragsweep.index.acl import AccessFilter
 from ragsweep.index.backends import BACKENDS, Backend
 from ragsweep.index.base import (
     Index,
@@ -69,6 +70,7 @@ from ragsweep.index.stages import (
 )
 from ragsweep.judge import JudgeOutcome, prepare_judge
 from ragsweep.run.config import ResolvedConfig, select_cases
+from ragsweep.run.contracts import check_retrieved
 from ragsweep.run.describe import CHUNKING, STEPS, describe
 from ragsweep.run.files import RunCases, StoredLines, write_artifacts
 from ragsweep.run.inputs import check_sweep_inputs
@@ -287,24 +289,32 @@ def resolved_positions(built: BuiltIndex) -> Mapping[str, int]:
 
 
 def evaluate_cases(
-    cases: Sequence[GoldenCase], built: BuiltIndex, resolved: ResolvedConfig, cache: StageCache
+    cases: Sequence[GoldenCase],
+    built: BuiltIndex,
+    resolved: ResolvedConfig,
+    cache: StageCache,
+    corpus: Corpus,
 ) -> tuple[tuple[CaseResult, ...], dict[str, float], Sequence[Chunk]]:
     """Retrieve for every case (within its scope when enforced) and score it; also return
     the per-stage latency percentiles (:func:`~ragsweep.index.latency.stage_latency`) with what
     an index measures of its own rankings (``run_metrics``: the ``ann`` recall against
     exact search), and the retrieved chunks (:func:`retrieved_chunks`). Rankings come
-    from the cache when these queries already ran on this index."""
-    cfg, preprocessor = resolved.cfg, resolved.preprocessor
+    from the cache when these queries already ran on this index. ``corpus``: whose access
+    metadata filters and counts, and whose ids the rankings are checked against
+    (:mod:`ragsweep.run.contracts`)."""
+    cfg, preprocessor, access = resolved.cfg, resolved.preprocessor, corpus.access
     respect = cfg.retrieval.respect_scope
     texts_only = make_queries(cases, preprocessor, lambda scope: None)
     positions = resolved_positions(built) if respect else {}
-    scopes = [scope_key(c.scope, positions) if respect else None for c in cases]
+    masker = functools.cache(lambda: chunk_scope_masker(built.chunks))
+    flt = AccessFilter(access, cfg.retrieval, lambda docs: masker()(docs), len(built.chunks))
+    scopes = [flt.scope_key(scope_key(c.scope, positions) if respect else None, c) for c in cases]
 
     @functools.cache
     def queries() -> list[Query]:  # with their scope masks: only a search needs them
         if not respect:
             return texts_only
-        return make_queries(cases, preprocessor, chunk_scope_masker(built.chunks))
+        return make_queries(cases, preprocessor, masker())
 
     depth = cfg.rerank.depth(cfg.top_k)  # a reranker rescores more than the run keeps
     ranked = cached_rankings(
@@ -313,7 +323,9 @@ def evaluate_cases(
         texts_only,
         preprocessor.identity,
         depth,
-        lambda index: retrieve(queries(), index, preprocessor.identity, depth),
+        lambda index: flt.search(
+            lambda qs, at: retrieve(qs, index, preprocessor.identity, at), queries(), cases, depth
+        ),
         cache,
         built.chunks,
     )
@@ -325,7 +337,8 @@ def evaluate_cases(
         reranker = Reranker(cfg.rerank, resolved.reranker, cache)
         ranked = reranker.rerank(ranked, texts_only, built.texts, cfg.top_k)
     with gc_paused():
-        results = score_cases(cases, ranked, built.chunks, cfg.eval)
+        results = score_cases(cases, ranked, built.chunks, cfg.eval, access)
+    check_retrieved(results, cases, corpus, flt, cfg.embedding.backend)
     retrieved = retrieved_chunks(built.chunks, ranked)
     return results, {**stage_latency(ranked), **index_metrics}, retrieved
 
@@ -369,7 +382,7 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
             prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
     built = build_index(resolved, corpus, cache, timer)
     with timer.stage(EVAL_SECONDS):
-        results, latency, retrieved = evaluate_cases(cases, built, resolved, cache)
+        results, latency, retrieved = evaluate_cases(cases, built, resolved, cache, corpus)
         summary = summarize(results, cfg.eval, cfg.top_k)
         summary = replace(summary, extra={**summary.extra, **latency})
     judged = None

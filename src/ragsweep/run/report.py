@@ -18,7 +18,16 @@ from ragsweep.core.atomic import write_text_atomic
 from ragsweep.core.terminal import MARKDOWN_WIDTH, column_groups, markdown_table, wrap
 from ragsweep.eval import measures
 from ragsweep.eval.measures import HIT, MRR, RAN_OUT, RECALL, Measure
-from ragsweep.eval.metric_keys import N_ANSWERABLE, type_segments
+from ragsweep.eval.metric_keys import (
+    ACL_LEAKS,
+    CASES_WITH_ACL_LEAKS,
+    N_ANSWERABLE,
+    N_PERMISSION,
+    PERMISSION_HELD,
+    REVOKED_RETRIEVED,
+    SUPERSEDED_RETRIEVED,
+    type_segments,
+)
 from ragsweep.eval.scoring import Summary
 from ragsweep.eval.uncertainty import Bounds
 from ragsweep.run.chart import line_chart
@@ -77,6 +86,7 @@ def render_report(
             "Types with only unanswerable cases (counted, not scored): "
             + ", ".join(f"{t} ({summary.type_counts[t]})" for t in unanswerable_types),
         ]
+    lines += _access_section(summary)
     if summary.extra:
         lines += ["", "## Latency and scores", ""]
         lines.append(
@@ -101,6 +111,66 @@ def _by_type_table(summary: Summary, columns: Sequence[str]) -> str:
             row.append(_cell(summary.by_type_min[c], summary.by_type_min_intervals[c]))
         rows.append(row)
     return markdown_table(header, rows)
+
+
+def access_lines(summary: Summary) -> list[tuple[bool, str]]:
+    """What a run retrieved that it must not have, in words, each with whether it is a
+    failure (a leak, a revoked document); empty for a corpus without access metadata."""
+    totals = summary.access
+    if not totals:
+        return []
+    leaks, cases = int(totals[ACL_LEAKS]), int(totals[CASES_WITH_ACL_LEAKS])
+    lines = [
+        (
+            True,
+            f"LEAK: {leaks} retrieved chunk(s) in {cases} case(s) came from documents the "
+            "case's principal may not read (acl_leaks)",
+        )
+        if leaks
+        else (False, "no retrieved chunk came from a document its case's principal may not read")
+    ]
+    for name, what, failure in (
+        (REVOKED_RETRIEVED, "revoked documents", True),
+        (SUPERSEDED_RETRIEVED, "superseded documents", False),
+    ):
+        if totals[name]:
+            lines.append(
+                (failure, f"{int(totals[name])} retrieved chunk(s) came from {what} ({name})")
+            )
+    n = int(totals[N_PERMISSION])
+    if n:
+        held = round(totals[PERMISSION_HELD] * n)
+        lines.append((held < n, f"permission cases: {held} of {n} retrieved nothing restricted"))
+    return lines
+
+
+def _access_section(summary: Summary) -> list[str]:
+    """``report.md``'s access section: the sentences, then every total and per type."""
+    if not summary.access:
+        return []
+    rows = [
+        [
+            name,
+            _fmt(value),
+            summary.access_intervals[name].describe() if name in summary.access_intervals else "",
+        ]
+        for name, value in summary.access.items()
+    ]
+    types = list(summary.access_by_type)
+    per_type = [
+        [name, *(_fmt(summary.access_by_type[t].get(name, 0.0)) for t in types)]
+        for name in (ACL_LEAKS, REVOKED_RETRIEVED, SUPERSEDED_RETRIEVED)
+    ]
+    return [
+        "",
+        '## Access (docs/metrics.md, "Access measures")',
+        "",
+        *(f"- {text}" for _, text in access_lines(summary)),
+        "",
+        markdown_table(["measure", "value", "95% interval"], rows),
+        "",
+        markdown_tables(["count", *types], per_type),
+    ]
 
 
 def _ran_out_note(summary: Summary, eval_cfg: EvalConfig) -> list[str]:
@@ -217,6 +287,9 @@ def print_summary(
     _print_facts({**facts, "intervals": summary.bootstrap.describe()}, console)
     unanswerable = summary.counts["n_unanswerable"]
     _print_fact("unanswerable", f"{unanswerable} (counted, not scored)", console)
+    for failure, line in access_lines(summary):
+        style = "red" if failure else "green"
+        console.print(f"  [{style}]access[/{style}] {escape(line)}", soft_wrap=True)
     for line in _depth_warnings(summary):
         first, *rest = wrap(line, console.width, "  warning ", "  ")
         text = escape(first.removeprefix("  warning "))
@@ -299,12 +372,14 @@ def job_line(
 ) -> str:
     """What one job of a sweep or grid prints instead of the summary (``verbose=true``
     prints the summary): ``job 3  chunking.size=800  recall_at_5 = 0.7152 [0.650, 0.780]
-    outputs/multirun/2026-05-04/10-00-00/3``; ``overrides``: the job's result-affecting
-    overrides."""
+    outputs/multirun/2026-05-04/10-00-00/3``, with ``acl_leaks N`` after the figure on a
+    corpus with access metadata; ``overrides``: the job's result-affecting overrides."""
     interval = summary.intervals.get(objective)
     figure = f"{objective} = {summary.overall[objective]:.4f}"
     if interval is not None:
         figure += f" {interval.describe(3)}"
+    if summary.access:
+        figure += f"  {ACL_LEAKS} {summary.access[ACL_LEAKS]:g}"
     return f"job {job}  {' '.join(overrides) or 'defaults'}  {figure}  {_shown_path(run_dir)}"
 
 

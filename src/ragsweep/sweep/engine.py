@@ -26,7 +26,7 @@ from ragsweep.core.errors import RagsweepError
 from ragsweep.core.interrupts import uninterrupted
 from ragsweep.core.names import FAILED, FINISHED, KILLED, NOT_REPRODUCED
 from ragsweep.core.terminal import say
-from ragsweep.data.corpus import load_corpus
+from ragsweep.data.corpus import Corpus, load_corpus
 from ragsweep.data.golden import load_golden
 from ragsweep.run.config import RunConfig
 from ragsweep.run.notes import config_summary
@@ -59,7 +59,13 @@ from ragsweep.sweep.result import (
     Trial,
 )
 from ragsweep.sweep.runs import SweepRuns, sweep_digest
-from ragsweep.sweep.select import AxisDecision, Candidate, NoObjectiveError, decide
+from ragsweep.sweep.select import (
+    AxisDecision,
+    Candidate,
+    LeakingAxisError,
+    NoObjectiveError,
+    decide,
+)
 from ragsweep.sweep.spec import Axis, Point, SweepSpec
 from ragsweep.sweep.state import Current, Evaluation, SweepState
 from ragsweep.tracking.background import drain_active, logging_jobs
@@ -95,6 +101,9 @@ class SweepRun:
         self.state = SweepState()
         self.runs: SweepRuns | None = None
         self.jobs: JobLauncher | None = None
+        self.access = False
+        """Whether the corpus has access metadata: then a value's leaks must be known for
+        it to be adopted."""
 
     def run(self) -> SweepResult:
         """Check the axes, open the parent run, sweep every axis and conclude."""
@@ -105,7 +114,10 @@ class SweepRun:
         baseline, multi_factor = checked.baseline, checked.multi_factor
         for number, found in multi_factor.items():
             say(self.console, factors_note(self.spec, number, self.spec.axes[number - 1], found))
-        self.runs = self._open_runs(baseline, multi_factor)
+        assert baseline.resolved is not None
+        corpus = load_corpus(RunConfig.from_container(baseline.resolved).corpus)
+        self.access = bool(corpus.access)
+        self.runs = self._open_runs(baseline, multi_factor, corpus)
         self.jobs = JobLauncher(
             self.launcher,
             self.spec,
@@ -166,7 +178,7 @@ class SweepRun:
         return current
 
     def _open_runs(
-        self, baseline: Composed, multi_factor: Mapping[int, Factors]
+        self, baseline: Composed, multi_factor: Mapping[int, Factors], corpus: Corpus
     ) -> SweepRuns | None:
         """Open (or resume) the parent run; tag it with the axes that vary several factors."""
         assert baseline.resolved is not None and baseline.config_hash is not None
@@ -174,7 +186,6 @@ class SweepRun:
         if not run_cfg.tracking.enabled:
             say(self.console, "tracking disabled: no parent run, nothing to resume")
             return None
-        corpus = load_corpus(run_cfg.corpus)
         golden = load_golden(run_cfg.golden, corpus)
         corpus_hash = corpus.content_hash()
         digest = sweep_digest(self.spec, baseline.config_hash, corpus_hash, golden.digest)
@@ -187,7 +198,7 @@ class SweepRun:
             return runs
         for config_hash_, child in runs.logged_children(self.spec.objective).items():
             self.state.evaluated[config_hash_] = Evaluation(
-                child.objective, child.run_id, child.n, "resumed"
+                child.objective, child.run_id, child.n, "resumed", acl_leaks=child.acl_leaks
             )
         say(
             self.console,
@@ -314,10 +325,11 @@ class SweepRun:
     ) -> AxisResult:
         """Choose the axis' value and compare every other value with it, case by case."""
         candidates = [self._candidate(t) for t in trials]
+        trials = [replace(t, leaks=c.leaks) for t, c in zip(trials, candidates, strict=True)]
         incumbent_at = next((i for i, t in enumerate(trials) if t.incumbent), None)
         try:
             decision = decide(candidates, incumbent_at, self.spec.settings, len(axis.points()))
-        except NoObjectiveError:
+        except NoObjectiveError as exc:
             self.state.axes.append(
                 AxisResult(
                     axis,
@@ -328,9 +340,13 @@ class SweepRun:
                     pass_number=self.state.pass_number,
                 )
             )
-            raise NoObjectiveError(
-                f"axis {number} ({axis.label}): every value failed or was invalid"
-            ) from None
+            self._report_leaks(trials)
+            why = (
+                str(exc)
+                if isinstance(exc, LeakingAxisError)
+                else "every value failed or was invalid"
+            )
+            raise NoObjectiveError(f"axis {number} ({axis.label}): {why}") from None
         return AxisResult(
             axis,
             tuple(
@@ -349,7 +365,12 @@ class SweepRun:
     def _candidate(self, trial: Trial) -> Candidate:
         if trial.objective is None or trial.config_hash is None:
             return Candidate(None, trial.config_hash, None)
-        return Candidate(trial.objective, trial.config_hash, self._case_values(trial.config_hash))
+        cases = self._case_values(trial.config_hash)
+        leaks = None
+        if self.access:  # from its cases, else from its summary's logged metric
+            logged = self.state.evaluated[trial.config_hash].acl_leaks
+            leaks = cases.leaks if isinstance(cases, CaseValues) else logged
+        return Candidate(trial.objective, trial.config_hash, cases, leaks, self.access)
 
     def _case_values(self, config_hash: str) -> CaseValues | Unpaired:
         """The per-case objective of an evaluated configuration (read once per sweep)."""
@@ -383,6 +404,7 @@ class SweepRun:
         ]
         if skipped:
             say(self.console, f"not launched: {', '.join(skipped)}", "  ")
+        self._report_leaks(trials)
         for t in trials:
             if t.status == "invalid":
                 say(self.console, f"invalid {t.point.label}: {t.error or ''}", "  ", style="yellow")
@@ -394,6 +416,20 @@ class SweepRun:
         runner_up = runner_up_text(result, self.spec.alpha)
         if runner_up:
             say(self.console, runner_up, "    ")
+
+    def _report_leaks(self, trials: Sequence[Trial]) -> None:
+        """The values never adopted because they leaked, or their leaks are unknown."""
+        leaked = [f"{t.point.label} (acl_leaks={t.leaks:g})" for t in trials if t.leaks]
+        if self.access:
+            unknown = [t for t in trials if t.objective is not None and t.leaks is None]
+            leaked += [f"{t.point.label} (acl_leaks unknown)" for t in unknown]
+        if leaked:
+            say(
+                self.console,
+                f"never adopted, leaked restricted documents: {', '.join(leaked)}",
+                "  ",
+                style="red",
+            )
 
     # -- the end ------------------------------------------------------------------------------
 
@@ -463,8 +499,8 @@ def _with_decision(trial: Trial, candidate: Candidate, decision: AxisDecision, i
     """``trial`` with its comparison to the chosen value, and ``n`` from its cases when the
     store did not give it."""
     n = trial.n
-    if n is None and isinstance(candidate.cases, CaseValues):
-        n = len(candidate.cases.by_case)
+    if isinstance(candidate.cases, CaseValues):
+        n = len(candidate.cases.by_case) if n is None else n
     return replace(trial, paired=decision.paired[index], n=n)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from ragsweep.core.names import CASES_FILE
 from ragsweep.eval import measures
 from ragsweep.eval.attribution import CaseSide, counts, explain, hit_measure
+from ragsweep.eval.metric_keys import ACL_LEAKS
 from ragsweep.eval.scoring import CaseResult, cases_from_jsonl
 from ragsweep.eval.stats import PairedTest, paired_randomization_test
 from ragsweep.tracking.artifacts import artifact_text
@@ -41,10 +42,12 @@ class CaseValues:
     ``sides``: per case, whether it hits on the objective's hit measure
     (:func:`~ragsweep.eval.attribution.hit_measure`) and its evidence spans
     (:class:`~ragsweep.eval.attribution.CaseSide`), empty when the objective has no hit
-    measure (``mrr``)."""
+    measure (``mrr``); ``leaks``: its ``acl_leaks`` summed over every case
+    (docs/metrics.md, "Access measures"; 0 for a corpus without access metadata)."""
 
     by_case: Mapping[str, float]
     sides: Mapping[str, tuple[bool, CaseSide]] = field(default_factory=dict)
+    leaks: float = 0.0
 
     @classmethod
     def from_cases(cls, cases: Iterable[CaseResult], objective: str, source: str) -> CaseValues:
@@ -52,7 +55,9 @@ class CaseValues:
         values: dict[str, float] = {}
         sides: dict[str, tuple[bool, CaseSide]] = {}
         hit = hit_measure(measures.parse(objective))
+        leaks = 0.0
         for case in cases:
+            leaks += (case.access or {}).get(ACL_LEAKS, 0.0)
             if case.metrics is None:
                 continue  # unanswerable: never scored
             if objective not in case.metrics:
@@ -61,7 +66,7 @@ class CaseValues:
             if hit is not None and hit.name in case.metrics:
                 side = CaseSide.of(case.spans, case.metrics, hit)
                 sides[case.id] = (case.metrics[hit.name] > 0, side)
-        return cls(values, sides)
+        return cls(values, sides, leaks)
 
     def lost_by_stage(self, chosen: CaseValues) -> dict[str, int] | None:
         """The cases this configuration misses and ``chosen`` hits, counted by the stage

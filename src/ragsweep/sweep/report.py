@@ -83,9 +83,11 @@ def _paired_cells(trial: Trial, alpha: float) -> list[str]:
 
 
 def _note(trial: Trial) -> str:
-    """The status, and ``start`` for the configuration the axis started from (errors are
-    listed below the table)."""
-    return f"{trial.status}, start" if trial.incumbent else trial.status
+    """The status, ``start`` for the configuration the axis started from, and ``leak`` for
+    one that retrieved what its principals may not read (errors are listed below the
+    table)."""
+    note = f"{trial.status}, start" if trial.incumbent else trial.status
+    return f"{note}, leak" if trial.leaks else note
 
 
 def _value(axis_result: AxisResult, index: int) -> str:

@@ -42,6 +42,9 @@ class Trial:
     error: str | None = None
     incumbent: bool = False
     paired: Paired | None = None
+    leaks: float | None = None
+    """Its ``acl_leaks`` over every case (None: unknown, or a corpus without access
+    metadata); a sweep never adopts a leak."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +58,7 @@ class Trial:
             "error": self.error,
             "incumbent": self.incumbent,
             "vs_chosen": None if self.paired is None else self.paired.to_dict(),
+            **({"acl_leaks": self.leaks} if self.leaks is not None else {}),
         }
 
 
