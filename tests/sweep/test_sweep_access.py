@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import yaml
 from ragsweep.eval import measures
 from ragsweep.sweep.grid import GridResult, GridRow, RunObjective, grid_markdown
 from ragsweep.sweep.paired import CaseValues, Unpaired
-from ragsweep.sweep.report import CHOSEN, REPRODUCE
+from ragsweep.sweep.report import CHOSEN, REPRODUCE, SUMMARY_FILE
 from ragsweep.sweep.result import Trial
 from ragsweep.sweep.select import Candidate, DecisionSettings, LeakingAxisError, decide
 from ragsweep.sweep.spec import Point
@@ -58,7 +59,8 @@ def test_the_access_demo_sweep_never_adopts_its_leaking_start(tmp_path: Path, ca
     captured = capsys.readouterr()
     out = unwrapped(captured.out + captured.err)
     assert f"never adopted, leaked restricted documents: off (acl_leaks={leaks['off']:g})" in out
-    assert "new, start, leak" in out  # the table's note
+    assert "new, start, leak" in (tmp_path / "s1" / SUMMARY_FILE).read_text()  # the note
+    assert re.search(r"^ +leak *$", captured.out, re.M)  # the terminal's: a word a line
     assert "LEAK:" in out and "permission cases: 2 of 2 retrieved nothing restricted" in out
 
 
