@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragsweep.cli.golden_draft import DraftOptions, run_draft
+from ragsweep.config.app import refuse_bundled_write
 from ragsweep.config.schema import CorpusConfig, GoldenConfig
 from ragsweep.core.errors import ConfigError, RagsweepError
 from ragsweep.core.names import SPLITS
@@ -166,6 +167,7 @@ def draft_main(options: argparse.Namespace) -> str:
     configured = current_config()
     golden_path = Path(configured["golden"]["path"])
     out = Path(options.out) if options.out else drafts_path(golden_path)
+    refuse_bundled_write(out, "pass --out FILE for the drafts.")
     corpus = load_corpus(CorpusConfig(path=options.corpus or configured["corpus"]["path"]))
     draft_options = DraftOptions(
         options.n,

@@ -7,7 +7,8 @@ temporary sibling and renamed into place (:func:`ragsweep.core.atomic.write_byte
 so a case is never half-written. Every change names the digest (sha256 of the bytes) of the
 file it was made against: when the file on disk no longer has that digest (an edit in an
 editor, a ``git pull``), the change is refused with :class:`GoldenConflictError` and
-nothing is written.
+nothing is written. A file inside what ships with ragsweep (the demo golden set) is never
+written (:func:`ragsweep.config.app.refuse_bundled_write`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragsweep.config.app import refuse_bundled_write
 from ragsweep.core.atomic import write_bytes_atomic
 from ragsweep.core.errors import GoldenError
 from ragsweep.data.corpus import Corpus
@@ -178,6 +180,7 @@ def _line_of(current: GoldenFile, case_id: str) -> int:
 
 
 def _write(path: Path, lines: list[str]) -> str:
+    refuse_bundled_write(path, "name a golden file of your own.")
     data = ("".join(line + "\n" for line in lines)).encode("utf-8", "surrogateescape")
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, data)
