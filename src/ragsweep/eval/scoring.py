@@ -19,12 +19,13 @@ from ragsweep.chunk.chunkers import Chunk
 from ragsweep.chunk.table import chunk_columns
 from ragsweep.chunk.views import ChunkColumns
 from ragsweep.config.schema import EvalConfig
+from ragsweep.core.names import ORIGIN_HAND
 from ragsweep.core.progress import progress_bar
 from ragsweep.data.corpus import jsonl_lines
 from ragsweep.data.golden import GoldenCase
 from ragsweep.data.preprocess import Preprocessor
 from ragsweep.eval.measures import RAN_OUT, Measure
-from ragsweep.eval.metric_keys import N_ANSWERABLE, key_tags, type_segments
+from ragsweep.eval.metric_keys import BY_ORIGIN, N_ANSWERABLE, key_tags, type_segments
 from ragsweep.eval.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.eval.relevance import Interval, IntervalBatch, codes_of
 from ragsweep.eval.uncertainty import Bootstrap, Bounds, interval_keys, stratified_intervals
@@ -49,7 +50,8 @@ class RetrievedChunk(NamedTuple):
 
 @dataclass(frozen=True)
 class CaseResult:
-    """Outcome of one golden case. ``metrics`` is None for unanswerable cases."""
+    """Outcome of one golden case. ``metrics`` is None for unanswerable cases; ``origin``
+    is the case's (``hand``, or ``drafted`` for an accepted draft: docs/golden.md)."""
 
     id: str
     type: str
@@ -58,6 +60,7 @@ class CaseResult:
     metrics: dict[str, float] | None
     retrieved: tuple[RetrievedChunk, ...]
     seconds: float
+    origin: str = ORIGIN_HAND
 
     def to_json(self) -> dict[str, Any]:
         """The ``cases.jsonl`` row. ``retrieved`` is stored by column (rank 1 first), e.g.
@@ -74,6 +77,7 @@ class CaseResult:
             "type": self.type,
             "split": self.split,
             "answerable": self.answerable,
+            "origin": self.origin,
             "metrics": self.metrics,
             "latency_ms": round(self.seconds * 1000, 3),
             "retrieved": dict(zip(RetrievedChunk._fields, columns, strict=True)),
@@ -90,6 +94,7 @@ class CaseResult:
             metrics=row["metrics"],
             retrieved=_retrieved_from_json(row["retrieved"]),
             seconds=row["latency_ms"] / 1000,
+            origin=row.get("origin", ORIGIN_HAND),  # cases.jsonl written before origins
         )
 
 
@@ -160,6 +165,7 @@ def score_cases(
             metrics=metrics.get(i),
             retrieved=retrieved[i],
             seconds=ranking.seconds,
+            origin=case.origin,
         )
         for i, (case, ranking) in enumerate(zip(cases, ranked, strict=True))
     )
@@ -255,6 +261,10 @@ class Summary:
     ranking ran out before budget B filled although it held the whole retrieval depth
     ``top_k`` (a deeper ranking could have added chunks); it is empty when the depth is not
     known.
+    ``by_origin`` (with ``by_origin_intervals`` and ``origin_counts``, the answerable cases
+    per origin) slices the same means by the cases' origin, hand-written or drafted, when
+    the scored cases have more than one (else it is empty: the slice would be the whole);
+    each origin's interval resamples within that origin, as a type's does within its type.
     """
 
     overall: dict[str, float]
@@ -270,10 +280,14 @@ class Summary:
     bootstrap: Bootstrap
     top_k: int | None = None
     ran_out_at_depth: dict[str, int] = field(default_factory=dict)
+    by_origin: dict[str, dict[str, float]] = field(default_factory=dict)
+    by_origin_intervals: dict[str, dict[str, Bounds]] = field(default_factory=dict)
+    origin_counts: dict[str, int] = field(default_factory=dict)
 
     def flat_metrics(self) -> dict[str, float]:
         """MLflow metric keys: ``recall_at_5``, its interval (:func:`interval_keys`),
-        ``by_type/<type>/<metric>``, ``by_type_min/<metric>``, with intervals too, ...; each
+        ``by_type/<type>/<metric>``, ``by_type_min/<metric>``, ``by_origin/<origin>/<metric>``
+        (and ``by_origin/<origin>/n_answerable``), with intervals too, ...; each
         type is its key segment (:func:`ragsweep.eval.metric_keys.type_segment`: the name itself
         when MLflow accepts it, else a slug with a hash suffix)."""
         segment = type_segments(self.type_counts)
@@ -282,6 +296,10 @@ class Summary:
             intervals = self.by_type_intervals[type_name]
             flat.update(_with_intervals(f"by_type/{segment[type_name]}/", metrics, intervals))
         flat.update(_with_intervals("by_type_min/", self.by_type_min, self.by_type_min_intervals))
+        for origin, metrics in self.by_origin.items():
+            prefix = f"{BY_ORIGIN}/{origin}/"
+            flat.update(_with_intervals(prefix, metrics, self.by_origin_intervals[origin]))
+            flat[prefix + N_ANSWERABLE] = float(self.origin_counts[origin])
         flat.update({k: float(v) for k, v in self.counts.items()})
         flat.update({f"n_cases/{segment[t]}": float(n) for t, n in self.type_counts.items()})
         flat.update({f"n_answerable/{segment[t]}": float(n) for t, n in self.scored_counts.items()})
@@ -310,12 +328,16 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
     ``top_k`` is the retrieval depth the rankings were cut at, if known."""
     bootstrap = Bootstrap(cfg.bootstrap_resamples, cfg.seed)
     scored = [(r.type, r.metrics) for r in results if r.metrics is not None]
-    slices = {t: [m for st, m in scored if st == t] for t in sorted({t for t, _ in scored})}
+    slices = _slices(scored)
+    origins = _slices([(r.origin, r.metrics) for r in results if r.metrics is not None])
     by_type = {t: mean_by_key(rows) for t, rows in slices.items()}
     overall = mean_by_key([m for _, m in scored])
     by_type_min = {m: min(t[m] for t in by_type.values()) for m in overall} if by_type else {}
     bounds = stratified_intervals(slices, list(overall), bootstrap)
     type_counts = {t: sum(r.type == t for r in results) for t in sorted({r.type for r in results})}
+    if len(origins) < 2:  # the one origin's slice would be the whole
+        origins = {}
+    origin_bounds = stratified_intervals(origins, list(overall), bootstrap)
     return Summary(
         overall=overall,
         by_type=by_type,
@@ -334,7 +356,17 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
         bootstrap=bootstrap,
         top_k=top_k,
         ran_out_at_depth=_ran_out_at_depth(results, cfg.budgets, top_k),
+        by_origin={o: mean_by_key(rows) for o, rows in origins.items()},
+        by_origin_intervals=origin_bounds.by_stratum,
+        origin_counts={o: len(rows) for o, rows in origins.items()},
     )
+
+
+def _slices(
+    keyed: Sequence[tuple[str, dict[str, float]]],
+) -> dict[str, list[dict[str, float]]]:
+    """The per-case metrics grouped by their key (a type, an origin), keys sorted."""
+    return {k: [m for key, m in keyed if key == k] for k in sorted({k for k, _ in keyed})}
 
 
 def _ran_out_at_depth(
