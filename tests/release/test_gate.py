@@ -9,8 +9,8 @@ import pytest
 from rich.console import Console
 
 from ragsweep.cli.release import gate_main
-from ragsweep.release.errors import ThresholdsError
-from ragsweep.release.gate import check_decline, check_floors, check_latency
+from ragsweep.release.errors import RunLookupError, ThresholdsError
+from ragsweep.release.gate import check_decline, check_floors, check_latency, pinned_run
 from ragsweep.release.promote import promote
 from ragsweep.release.store import RunStore
 from ragsweep.release.thresholds import (
@@ -221,3 +221,23 @@ def test_quality_gate_skips_when_nothing_is_promoted(
     result.stdout.fnmatch_lines(
         ["*nothing promoted yet: no complete run tagged ragsweep.promoted_from*"]
     )
+
+
+def test_an_empty_gate_run_variable_is_refused_not_taken_as_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``RAGSWEEP_GATE_RUN="$RUN"`` with an empty ``RUN`` must not gate the newest promoted
+    run: exit 2 naming the variable, before the store is opened (it is not created)."""
+    monkeypatch.setenv("RAGSWEEP_GATE_RUN", "")
+    db = tmp_path / "mlflow.db"
+    with pytest.raises(SystemExit) as exit_info:
+        gate_main(["check", "--tracking-uri", f"sqlite:///{db}"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: $RAGSWEEP_GATE_RUN is set but empty") and "unset" in err
+    assert not db.exists()
+    monkeypatch.setenv("RAGSWEEP_GATE_RUN", "  ")
+    with pytest.raises(RunLookupError, match="set but empty"):
+        pinned_run()
+    monkeypatch.delenv("RAGSWEEP_GATE_RUN")
+    assert pinned_run() is None

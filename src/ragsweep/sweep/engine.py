@@ -97,15 +97,17 @@ class SweepRun:
         self.jobs: JobLauncher | None = None
 
     def run(self) -> SweepResult:
-        """Check the axes, open the parent run, sweep every axis and conclude."""
-        self.sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, self.sweep_dir / MULTIRUN_FILE)
+        """Check the axes, read the golden set and the corpus, then prepare the store and
+        open the parent run (in that order: broken inputs are refused before a store is
+        created or migrated, and leave no sweep folder), sweep every axis and conclude."""
         checked = preflight(self.composer)
         checked.raise_problems()
         baseline, multi_factor = checked.baseline, checked.multi_factor
         for number, found in multi_factor.items():
             say(self.console, factors_note(self.spec, number, self.spec.axes[number - 1], found))
         self.runs = self._open_runs(baseline, multi_factor)
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, self.sweep_dir / MULTIRUN_FILE)
         self.jobs = JobLauncher(
             self.launcher,
             self.spec,
