@@ -12,7 +12,13 @@ configured ``golden.path``, ``corpus.path`` and ``golden.holdout_fraction``.
     ragsweep-golden draft --n N --model M [--base-url URL] [--out FILE] [--seed S]
 
 ``draft`` has a model draft questions with evidence quotes for review in ``ragsweep label``
-(:mod:`ragsweep.cli.golden_draft`; docs/golden.md). Errors print ``error: ...`` and exit 2.
+(:mod:`ragsweep.cli.golden_draft`; docs/golden.md).
+
+    ragsweep-golden stamp [FILE] [--corpus PATH]
+
+``stamp`` records the digest of each evidence document of the cases that have none (cases
+written by hand), so that ``ragsweep label`` flags them once a document changes
+(:mod:`ragsweep.data.golden_stamp`). Errors print ``error: ...`` and exit 2.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from ragsweep.core.terminal import fit_markdown, markdown_table
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import GoldenCase, GoldenSet, load_golden
 from ragsweep.data.golden_file import drafts_path
+from ragsweep.data.golden_stamp import stamp_cases
 from ragsweep.eval.power import PowerAssumptions, detectable_difference, min_discordant
 from ragsweep.release.store import current_config
 
@@ -137,6 +144,11 @@ def _parser() -> argparse.ArgumentParser:
     drafts.add_argument("--max-tokens", type=int, default=200)
     drafts.add_argument("--timeout", type=float, default=300.0, help="seconds per call")
     drafts.add_argument("--corpus", help="corpus directory or JSONL (default: corpus.path)")
+    stamps = commands.add_parser(
+        "stamp", help="record evidence documents' digests so later changes are flagged"
+    )
+    stamps.add_argument("file", nargs="?", help="golden JSONL (default: golden.path)")
+    stamps.add_argument("--corpus", help="corpus directory or JSONL (default: corpus.path)")
     return parser
 
 
@@ -181,10 +193,27 @@ def draft_main(options: argparse.Namespace) -> str:
     return run_draft(corpus, golden_path, out, draft_options)
 
 
+def stamp_main(options: argparse.Namespace) -> str:
+    """Stamp the golden set's cases (:mod:`ragsweep.data.golden_stamp`); the summary."""
+    configured = current_config()
+    path = Path(options.file or configured["golden"]["path"])
+    refuse_bundled_write(path, "pass the FILE to stamp.")
+    golden_cfg = GoldenConfig(
+        path=str(path), holdout_fraction=configured["golden"]["holdout_fraction"]
+    )
+    corpus = load_corpus(CorpusConfig(path=options.corpus or configured["corpus"]["path"]))
+    outcome = stamp_cases(corpus, golden_cfg)
+    counts = ", ".join(f"{count} {what}" for what, count in sorted(outcome.items()))
+    return f"{path}: {counts or 'no cases'}\n"
+
+
+COMMANDS = {"stats": stats_main, "draft": draft_main, "stamp": stamp_main}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     options = _parser().parse_args(argv)
-    command = draft_main if options.command == "draft" else stats_main
+    command = COMMANDS[options.command]
     try:
         sys.stdout.write(command(options))
     except RagsweepError as exc:

@@ -30,6 +30,9 @@ from ragsweep.data.spans import trim_span
 DRAFTS_SUFFIX = ".drafts.jsonl"
 """``golden.jsonl`` → ``golden.drafts.jsonl``: where ``ragsweep-golden draft`` writes by
 default and where ``ragsweep label`` finds its review queue."""
+DIGESTS_KEY = "doc_digests"
+"""``metadata.doc_digests``: evidence doc id → :func:`text_digest` of its text when the
+case was labelled (``ragsweep label``) or stamped (``ragsweep-golden stamp``)."""
 
 
 class GoldenConflictError(GoldenError):
@@ -97,6 +100,36 @@ def evidence_item(corpus: Corpus, doc: str, start: int, end: int) -> dict[str, A
     return {"doc": doc, "quote": quote, "occurrence": matches.index(trimmed) + 1}
 
 
+def text_digest(text: str) -> str:
+    """A short digest of a document's text (16 hex digits of its sha256)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def evidence_digests(corpus: Corpus, evidence: Any) -> dict[str, str]:
+    """``metadata.doc_digests`` for evidence items: each evidence document of ``corpus`` →
+    :func:`text_digest` of its text now."""
+    docs = [item.get("doc") for item in evidence if isinstance(item, dict)]
+    return {
+        doc: text_digest(corpus.get(doc).text)
+        for doc in docs
+        if isinstance(doc, str) and doc in corpus
+    }
+
+
+def changed_documents(corpus: Corpus, record: Mapping[str, Any]) -> list[str]:
+    """Evidence documents whose text is not the text the case was labelled on (by the
+    digests in its ``metadata.doc_digests``; none recorded, none found)."""
+    metadata = record.get("metadata")
+    digests = metadata.get(DIGESTS_KEY) if isinstance(metadata, dict) else None
+    if not isinstance(digests, dict):
+        return []
+    return sorted(
+        doc
+        for doc, digest in digests.items()
+        if doc in corpus and digest != text_digest(corpus.get(doc).text)
+    )
+
+
 def drafts_path(golden_path: Path) -> Path:
     """The default drafts file beside ``golden_path`` (:data:`DRAFTS_SUFFIX`)."""
     name = golden_path.name.removesuffix(".jsonl")
@@ -152,6 +185,18 @@ def append_cases(path: Path, expected_digest: str, records: list[dict[str, Any]]
     :func:`save_case`: refused when the file is not the version ``expected_digest`` names)."""
     current = _current(path, expected_digest)
     return _write(path, [*current.lines, *(case_line(record) for record in records)])
+
+
+def replace_lines(
+    path: Path, expected_digest: str, records: Mapping[int, Mapping[str, Any]]
+) -> str:
+    """Write each record in place of its 1-based line number, in one atomic write, every
+    other line kept byte for byte; return the file's new digest (as :func:`save_case`)."""
+    current = _current(path, expected_digest)
+    lines = list(current.lines)
+    for number, record in records.items():
+        lines[number - 1] = case_line(record)
+    return _write(path, lines)
 
 
 def delete_case(path: Path, expected_digest: str, case_id: str) -> str:
