@@ -64,18 +64,20 @@ def test_a_refused_golden_set_leaves_no_run_directory(tmp_path: Path, mini_proje
     assert not (out_dir / "runs").exists()
 
 
+@pytest.mark.parametrize("tracking", ["true", "false"])
 def test_a_sweeps_broken_golden_set_is_refused_before_the_store_exists(
-    tmp_path: Path, mini_project: Path
+    tmp_path: Path, mini_project: Path, tracking: str
 ) -> None:
     sweeps = tmp_path / "sweeps"
     sweeps.mkdir()
     (sweeps / "one.yaml").write_text("axes:\n  - chunking.size: [120, 200]\n", encoding="utf-8")
     (mini_project / "golden.jsonl").write_text('{"id": "x"}\nnot json\n', encoding="utf-8")
     out_dir = tmp_path / "out"
-    args = [f"paths.output_dir={out_dir}", *project_overrides(mini_project)]
+    args = [f"paths.output_dir={out_dir}", f"tracking.enabled={tracking}"]
+    args += project_overrides(mini_project)
     out = run_command(
         "ragsweep", "-m", *args, f"hydra.sweeper.sweeps_dir={sweeps}", "sweep=one", cwd=tmp_path
     )
     assert out.returncode == 2, out.stderr[-2000:]
     assert "golden.jsonl:2: invalid JSON" in out.stderr and "Traceback" not in out.stderr
-    assert not out_dir.exists()  # no store created or migrated for it, no sweep folder
+    assert not out_dir.exists()  # no store created or migrated for it, no job, no folder

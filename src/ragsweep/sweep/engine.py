@@ -148,14 +148,16 @@ class SweepRun:
     def _open_runs(
         self, baseline: Composed, multi_factor: Mapping[int, Factors]
     ) -> SweepRuns | None:
-        """Open (or resume) the parent run; tag it with the axes that vary several factors."""
+        """Read the baseline's corpus and golden set (a problem ends the sweep before any job,
+        tracked or not), then open (or resume) the parent run, tagged with the axes that vary
+        several factors."""
         assert baseline.resolved is not None and baseline.config_hash is not None
         run_cfg = RunConfig.from_container(baseline.resolved)
+        corpus = load_corpus(run_cfg.corpus)  # broken inputs are refused before any job
+        golden = load_golden(run_cfg.golden, corpus)
         if not run_cfg.tracking.enabled:
             say(self.console, "tracking disabled: no parent run, nothing to resume")
             return None
-        corpus = load_corpus(run_cfg.corpus)
-        golden = load_golden(run_cfg.golden, corpus)
         corpus_hash = corpus.content_hash()
         digest = sweep_digest(self.spec, baseline.config_hash, corpus_hash, golden.digest)
         runs = SweepRuns.open(run_cfg.tracking, self.spec, digest, self.resume)
