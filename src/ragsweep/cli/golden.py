@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ragsweep.cli.golden_draft import DraftOptions, run_draft
 from ragsweep.config.app import refuse_bundled_write
-from ragsweep.config.schema import CorpusConfig, GoldenConfig
+from ragsweep.config.schema import CorpusConfig, GoldenConfig, from_mapping
 from ragsweep.core.errors import ConfigError, RagsweepError
 from ragsweep.core.names import SPLITS
 from ragsweep.core.terminal import fit_markdown, markdown_table
@@ -152,6 +153,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _corpus_config(configured: Mapping[str, Any], path: str | None) -> CorpusConfig:
+    """The project's corpus config (its extensions, parsers and link policy included), with
+    ``path`` (``--corpus``) in place of its path when given."""
+    cfg = from_mapping(CorpusConfig, configured["corpus"], "corpus")
+    return replace(cfg, path=path) if path else cfg
+
+
+def _golden_config(configured: Mapping[str, Any], path: str | None) -> GoldenConfig:
+    """The project's golden config (all of it, as a run reads it), with ``path`` in place of
+    its path when given."""
+    cfg = from_mapping(GoldenConfig, configured["golden"], "golden")
+    return replace(cfg, path=path) if path else cfg
+
+
 def stats_main(options: argparse.Namespace) -> str:
     """Load the golden set named by ``options`` and return its stats as Markdown."""
     try:
@@ -159,15 +174,10 @@ def stats_main(options: argparse.Namespace) -> str:
     except ValueError as exc:
         raise ConfigError(f"--{exc}") from None
     configured = current_config()
-    golden_cfg = GoldenConfig(
-        path=options.file or configured["golden"]["path"],
-        holdout_fraction=(
-            configured["golden"]["holdout_fraction"]
-            if options.holdout_fraction is None
-            else options.holdout_fraction
-        ),
-    )
-    corpus = load_corpus(CorpusConfig(path=options.corpus or configured["corpus"]["path"]))
+    golden_cfg = _golden_config(configured, options.file)
+    if options.holdout_fraction is not None:
+        golden_cfg = replace(golden_cfg, holdout_fraction=options.holdout_fraction)
+    corpus = load_corpus(_corpus_config(configured, options.corpus))
     golden = load_golden(golden_cfg, corpus)
     return render_stats(golden, slice_stats(golden, assumptions), assumptions)
 
@@ -180,7 +190,7 @@ def draft_main(options: argparse.Namespace) -> str:
     golden_path = Path(configured["golden"]["path"])
     out = Path(options.out) if options.out else drafts_path(golden_path)
     refuse_bundled_write(out, "pass --out FILE for the drafts.")
-    corpus = load_corpus(CorpusConfig(path=options.corpus or configured["corpus"]["path"]))
+    corpus = load_corpus(_corpus_config(configured, options.corpus))
     draft_options = DraftOptions(
         options.n,
         options.model,
@@ -198,10 +208,8 @@ def stamp_main(options: argparse.Namespace) -> str:
     configured = current_config()
     path = Path(options.file or configured["golden"]["path"])
     refuse_bundled_write(path, "pass the FILE to stamp.")
-    golden_cfg = GoldenConfig(
-        path=str(path), holdout_fraction=configured["golden"]["holdout_fraction"]
-    )
-    corpus = load_corpus(CorpusConfig(path=options.corpus or configured["corpus"]["path"]))
+    golden_cfg = _golden_config(configured, str(path))
+    corpus = load_corpus(_corpus_config(configured, options.corpus))
     outcome = stamp_cases(corpus, golden_cfg)
     counts = ", ".join(f"{count} {what}" for what, count in sorted(outcome.items()))
     return f"{path}: {counts or 'no cases'}\n"

@@ -1,0 +1,42 @@
+"""``ragsweep-golden`` in a project: it reads the corpus as the project configures it (its
+extensions too), and refuses what it cannot or must not stamp."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragsweep.cli.golden import main as golden_main
+from ragsweep.data.golden_stamp import STAMPED
+from tests.cli.test_project import project_with_defaults, write
+
+CASE = {"id": "q", "question": "When?", "evidence": [{"doc": "a.rst", "quote": "nightly"}]}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project whose corpus reads ``.rst`` files only, as the current directory."""
+    root = project_with_defaults(tmp_path)
+    write(
+        root / "conf/corpus/mine.yaml",
+        "name: mine\npath: ${paths.root_dir}/docs\nextensions: [.rst]\n",
+    )
+    write(root / "docs/a.rst", "Backups run nightly.\n")
+    write(root / "golden.jsonl", json.dumps(CASE) + "\n")
+    monkeypatch.chdir(root)
+    for name in ("RAGSWEEP_ROOT", "RAGSWEEP_CONF_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    return root
+
+
+def test_stamp_and_stats_read_the_corpus_with_the_projects_extensions(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden_main(["stats"])  # a case over a .rst document loads
+    assert "error" not in capsys.readouterr().err
+    golden_main(["stamp"])
+    assert capsys.readouterr().out == f"{project / 'golden.jsonl'}: 1 {STAMPED}\n"
+    golden_main(["stamp", "--corpus", str(project / "docs")])  # --corpus keeps them too
+    assert "already stamped" in capsys.readouterr().out
