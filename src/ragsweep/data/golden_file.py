@@ -227,8 +227,15 @@ def _line_of(current: GoldenFile, case_id: str) -> int:
 def _write(path: Path, lines: list[str]) -> str:
     refuse_bundled_write(path, "name a golden file of your own.")
     data = ("".join(line + "\n" for line in lines)).encode("utf-8", "surrogateescape")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(path, data)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, data)
+    except OSError as exc:
+        raise GoldenError(
+            f"{path}: cannot write the golden file ({exc.strerror or exc}); nothing was "
+            "changed. Make its folder writable (or free space on its disk) and try again, or "
+            "name a golden file elsewhere"
+        ) from exc
     return file_digest(data)
 
 
