@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from ragsweep.cli.release import gate_main
+from ragsweep.core.errors import ConfigError
 from ragsweep.release.errors import RunLookupError, ThresholdsError
 from ragsweep.release.gate import check_decline, check_floors, check_latency, pinned_run
 from ragsweep.release.promote import promote
@@ -90,6 +91,25 @@ def test_thresholds_file_round_trip_keeps_the_header(tmp_path: Path) -> None:
     assert text.startswith(HEADER + "\n\n# Minimum value per metric")
     assert load_thresholds(path) == thresholds
     assert render_thresholds(load_thresholds(path), HEADER) == text
+
+
+def test_a_floor_can_name_a_by_origin_figure(tmp_path: Path) -> None:
+    # runs log by_origin/<origin>/<measure> (docs/tracking.md): a floor may name one
+    path = tmp_path / "thresholds.yaml"
+    floors = {"by_type/factual/mrr": 0.2, "by_origin/hand/mrr": 0.3, "mrr": 0.4}
+    save_thresholds(path, Thresholds(floors=floors))
+    assert list(load_thresholds(path).floors) == [
+        "mrr",
+        "by_origin/hand/mrr",
+        "by_type/factual/mrr",
+    ]
+    figures = {"by_origin/hand/mrr": 0.5, "by_origin/drafted/mrr": 0.9, "mrr": 0.6}
+    raised, _ = ratchet(Thresholds(), figures, 0.1, add=["by_origin/drafted/mrr"])
+    assert raised.floors == {"by_origin/drafted/mrr": 0.8}
+    (low,) = check_floors(figures, {"by_origin/hand/mrr": 0.55})
+    assert low.message == "by_origin/hand/mrr dropped to 0.500 (floor 0.55)"
+    with pytest.raises(ConfigError, match="not a retrieval metric"):
+        Thresholds(floors={"by_origin/hand/x/mrr": 0.1})
 
 
 @pytest.mark.parametrize(
