@@ -13,7 +13,14 @@ from ragsweep.cli.label_state import LabelProject, state
 from ragsweep.config.schema import CorpusConfig, GoldenConfig
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden_file import text_digest
-from ragsweep.data.golden_stamp import ALREADY, PROBLEM, SKIPPED, STAMPED, stamp_cases
+from ragsweep.data.golden_stamp import (
+    ALREADY,
+    NOT_AN_OBJECT,
+    PROBLEM,
+    SKIPPED,
+    STAMPED,
+    stamp_cases,
+)
 
 TEXT = "Intro.\n\nBackups run nightly at two.\n"
 LINES = [
@@ -69,3 +76,12 @@ def test_stamp_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     project.golden_path.write_text(json.dumps(LINES[0]) + "\n", encoding="utf-8")
     golden_main(["stamp", str(project.golden_path), "--corpus", str(tmp_path / "corpus")])
     assert capsys.readouterr().out == f"{project.golden_path}: 1 {STAMPED}\n"
+
+
+def test_null_metadata_is_none_and_other_values_are_counted_apart(tmp_path: Path) -> None:
+    project = _project(tmp_path, TEXT)
+    cases = [{**LINES[0], "id": "null", "metadata": None}, {**LINES[0], "metadata": "x"}]
+    project.golden_path.write_text("".join(json.dumps(c) + "\n" for c in cases), "utf-8")
+    assert stamp_cases(project.corpus, project.golden) == {STAMPED: 1, NOT_AN_OBJECT: 1}
+    stamped = json.loads(project.golden_path.read_text("utf-8").splitlines()[0])
+    assert stamped["metadata"] == {"doc_digests": {"a.md": text_digest(TEXT)}}

@@ -7,8 +7,9 @@ since its spans were chosen. :func:`stamp_cases` gives it the digests of its evi
 documents *as they are now*: run it once the cases are known to be right (``ragsweep
 check`` passes), and from then on ``ragsweep label`` flags any stamped case whose document
 changes. Only cases that load are stamped (their evidence resolves against the document
-now); drafts, cases already stamped for every evidence document and lines with a problem
-are left as they are and counted. Lines are rewritten in place in one atomic write, every
+now); drafts, cases already stamped for every evidence document, cases whose
+``metadata`` is not an object (``null`` counts as none) and lines with a problem are left
+as they are and counted. Lines are rewritten in place in one atomic write, every
 other line byte for byte, refused when the file changed on disk meanwhile
 (:mod:`ragsweep.data.golden_file`).
 """
@@ -37,6 +38,7 @@ STAMPED = "stamped"
 ALREADY = "already stamped"
 PROBLEM = "with a problem (see ragsweep check)"
 SKIPPED = "drafts or without evidence"
+NOT_AN_OBJECT = "with a metadata value that is not an object (make it one to stamp them)"
 
 
 def stamp_cases(corpus: Corpus, golden: GoldenConfig) -> Counter[str]:
@@ -61,8 +63,10 @@ def stamp_cases(corpus: Corpus, golden: GoldenConfig) -> Counter[str]:
 def _kind(
     record: dict[str, Any] | None, corpus: Corpus, where: Where, holdout_fraction: float
 ) -> str:
-    if record is None or not isinstance(record.get("metadata", {}), dict):
+    if record is None:
         return PROBLEM
+    if not isinstance(record.get("metadata") or {}, dict):  # null is no metadata
+        return NOT_AN_OBJECT
     evidence = record.get("evidence")
     if record.get("status") == STATUS_DRAFT or not isinstance(evidence, list) or not evidence:
         return SKIPPED
