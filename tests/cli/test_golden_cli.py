@@ -40,3 +40,11 @@ def test_stamp_and_stats_read_the_corpus_with_the_projects_extensions(
     assert capsys.readouterr().out == f"{project / 'golden.jsonl'}: 1 {STAMPED}\n"
     golden_main(["stamp", "--corpus", str(project / "docs")])  # --corpus keeps them too
     assert "already stamped" in capsys.readouterr().out
+
+
+def test_stamp_refuses_a_missing_file(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        golden_main(["stamp", "nosuch.jsonl"])
+    assert exited.value.code == 2
+    assert "nosuch.jsonl: no such golden file" in capsys.readouterr().err
+    assert not (project / "nosuch.jsonl").exists()

@@ -208,6 +208,11 @@ def stamp_main(options: argparse.Namespace) -> str:
     configured = current_config()
     path = Path(options.file or configured["golden"]["path"])
     refuse_bundled_write(path, "pass the FILE to stamp.")
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: no such golden file, so there is nothing to stamp: pass the FILE to "
+            "stamp (or set golden.path to it)"
+        )
     golden_cfg = _golden_config(configured, str(path))
     corpus = load_corpus(_corpus_config(configured, options.corpus))
     outcome = stamp_cases(corpus, golden_cfg)
