@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from ragsweep.cli.golden import main as golden_main
 from ragsweep.cli.label_state import LabelProject, state
 from ragsweep.config.schema import CorpusConfig, GoldenConfig
 from ragsweep.data.corpus import load_corpus
-from ragsweep.data.golden_file import text_digest
+from ragsweep.data.golden_file import read_golden_file, save_case, text_digest
 from ragsweep.data.golden_stamp import (
     ALREADY,
     NOT_AN_OBJECT,
@@ -85,3 +86,22 @@ def test_null_metadata_is_none_and_other_values_are_counted_apart(tmp_path: Path
     assert stamp_cases(project.corpus, project.golden) == {STAMPED: 1, NOT_AN_OBJECT: 1}
     stamped = json.loads(project.golden_path.read_text("utf-8").splitlines()[0])
     assert stamped["metadata"] == {"doc_digests": {"a.md": text_digest(TEXT)}}
+
+
+def test_a_crlf_file_with_a_bom_keeps_both(tmp_path: Path) -> None:
+    project = _project(tmp_path, TEXT)
+    lines = [json.dumps(line).encode() + b"\r\n" for line in LINES]
+    project.golden_path.write_bytes(codecs.BOM_UTF8 + b"".join(lines))
+
+    assert stamp_cases(project.corpus, project.golden)[STAMPED] == 2
+
+    data = project.golden_path.read_bytes()
+    assert data.startswith(codecs.BOM_UTF8)
+    written = data.removeprefix(codecs.BOM_UTF8).split(b"\n")
+    assert written[2:-1] == [line.removesuffix(b"\n") for line in lines[2:]]
+    assert all(line.endswith(b"\r") for line in written[:-1]) and written[-1] == b""
+    assert json.loads(written[0])["metadata"]["doc_digests"] == {"a.md": text_digest(TEXT)}
+    digest = read_golden_file(project.golden_path).digest
+    new = {"id": "new", "question": "?", "answerable": False}
+    save_case(project.golden_path, digest, new, None)
+    assert project.golden_path.read_bytes().endswith(b'"answerable": false}\r\n')
