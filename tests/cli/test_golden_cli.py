@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ragsweep.cli.golden import main as golden_main
+from ragsweep.config.app import data_dir
 from ragsweep.data.golden_stamp import STAMPED
 from tests.cli.test_project import project_with_defaults, write
 
@@ -48,3 +49,16 @@ def test_stamp_refuses_a_missing_file(project: Path, capsys: pytest.CaptureFixtu
     assert exited.value.code == 2
     assert "nosuch.jsonl: no such golden file" in capsys.readouterr().err
     assert not (project / "nosuch.jsonl").exists()
+
+
+def test_stamp_refuses_the_bundled_golden_set(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundled = data_dir() / "demo" / "golden.jsonl"
+    before = bundled.read_bytes()
+    with pytest.raises(SystemExit) as exited:
+        golden_main(["stamp", str(bundled), "--corpus", str(data_dir() / "demo" / "corpus")])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "bundled data" in err and "pass the FILE to stamp" in err
+    assert bundled.read_bytes() == before
