@@ -55,6 +55,9 @@ N_PERMISSION = "n_permission"
 PERMISSION_HELD = "permission_held"
 """Share of the permission cases with no ``acl_leaks`` (their score: nothing restricted
 retrieved)."""
+BY_ORIGIN = "by_origin"
+"""The prefix of per-origin keys (``by_origin/<origin>/<metric>``: ``hand`` or ``drafted``,
+names MLflow accepts as they are)."""
 JUDGE = "judge"
 """The prefix of the judge's keys (``judge/<metric>``)."""
 JUDGE_BY_TYPE = f"{JUDGE}/{BY_TYPE}"

@@ -19,6 +19,7 @@ from ragsweep.chunk.chunkers import Chunk
 from ragsweep.chunk.table import chunk_columns
 from ragsweep.chunk.views import ChunkColumns
 from ragsweep.config.schema import EvalConfig
+from ragsweep.core.names import ORIGIN_HAND
 from ragsweep.core.progress import progress_bar
 from ragsweep.data.access import Access
 from ragsweep.data.corpus import jsonl_lines
@@ -26,7 +27,7 @@ from ragsweep.data.golden import GoldenCase
 from ragsweep.data.preprocess import Preprocessor
 from ragsweep.eval.access import case_access, summarize_access
 from ragsweep.eval.measures import RAN_OUT, Measure
-from ragsweep.eval.metric_keys import N_ANSWERABLE, key_tags, type_segments
+from ragsweep.eval.metric_keys import BY_ORIGIN, N_ANSWERABLE, key_tags, type_segments
 from ragsweep.eval.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.eval.relevance import Interval, IntervalBatch, codes_of
 from ragsweep.eval.trace import (
@@ -60,7 +61,8 @@ class RetrievedChunk(NamedTuple):
 class CaseResult:
     """Outcome of one golden case. ``metrics`` is None for unanswerable cases; ``spans``
     holds where each evidence span went (:mod:`ragsweep.eval.trace`), None for unanswerable
-    cases and in rows written before it was recorded."""
+    cases and in rows written before it was recorded; ``origin`` is the case's (``hand``,
+    or ``drafted`` for an accepted draft: docs/golden.md)."""
 
     id: str
     type: str
@@ -73,6 +75,7 @@ class CaseResult:
     access: dict[str, float] | None = None
     """The access counts (:mod:`ragsweep.eval.access`); None for a corpus without access
     metadata."""
+    origin: str = ORIGIN_HAND
 
     def to_json(self) -> dict[str, Any]:
         """The ``cases.jsonl`` row. ``retrieved`` is stored by column (rank 1 first), e.g.
@@ -89,6 +92,7 @@ class CaseResult:
             "type": self.type,
             "split": self.split,
             "answerable": self.answerable,
+            "origin": self.origin,
             "metrics": self.metrics,
             "latency_ms": round(self.seconds * 1000, 3),
             "retrieved": dict(zip(RetrievedChunk._fields, columns, strict=True)),
@@ -111,6 +115,7 @@ class CaseResult:
             seconds=row["latency_ms"] / 1000,
             spans=traces_from_json(row.get("spans")),
             access=row.get("access"),
+            origin=row.get("origin", ORIGIN_HAND),  # cases.jsonl written before origins
         )
 
 
@@ -189,6 +194,7 @@ def score_cases(
             seconds=ranking.seconds,
             spans=traces.get(i),
             access=counts[i],
+            origin=case.origin,
         )
         for i, (case, ranking) in enumerate(zip(cases, ranked, strict=True))
     )
@@ -294,6 +300,10 @@ class Summary:
     ranking ran out before budget B filled although it held the whole retrieval depth
     ``top_k`` (a deeper ranking could have added chunks); it is empty when the depth is not
     known.
+    ``by_origin`` (with ``by_origin_intervals`` and ``origin_counts``, the answerable cases
+    per origin) slices the same means by the cases' origin, hand-written or drafted, when
+    the scored cases have more than one (else it is empty: the slice would be the whole);
+    each origin's interval resamples within that origin, as a type's does within its type.
     """
 
     overall: dict[str, float]
@@ -315,10 +325,14 @@ class Summary:
     access_by_type: dict[str, dict[str, float]] = field(default_factory=dict)
     access_intervals: dict[str, Bounds] = field(default_factory=dict)
     """The interval of ``permission_held``, when the split has permission cases."""
+    by_origin: dict[str, dict[str, float]] = field(default_factory=dict)
+    by_origin_intervals: dict[str, dict[str, Bounds]] = field(default_factory=dict)
+    origin_counts: dict[str, int] = field(default_factory=dict)
 
     def flat_metrics(self) -> dict[str, float]:
         """MLflow metric keys: ``recall_at_5``, its interval (:func:`interval_keys`),
-        ``by_type/<type>/<metric>``, ``by_type_min/<metric>``, with intervals too, ...; each
+        ``by_type/<type>/<metric>``, ``by_type_min/<metric>``, ``by_origin/<origin>/<metric>``
+        (and ``by_origin/<origin>/n_answerable``), with intervals too, ...; each
         type is its key segment (:func:`ragsweep.eval.metric_keys.type_segment`: the name itself
         when MLflow accepts it, else a slug with a hash suffix)."""
         segment = type_segments(self.type_counts)
@@ -327,6 +341,10 @@ class Summary:
             intervals = self.by_type_intervals[type_name]
             flat.update(_with_intervals(f"by_type/{segment[type_name]}/", metrics, intervals))
         flat.update(_with_intervals("by_type_min/", self.by_type_min, self.by_type_min_intervals))
+        for origin, metrics in self.by_origin.items():
+            prefix = f"{BY_ORIGIN}/{origin}/"
+            flat.update(_with_intervals(prefix, metrics, self.by_origin_intervals[origin]))
+            flat[prefix + N_ANSWERABLE] = float(self.origin_counts[origin])
         flat.update({k: float(v) for k, v in self.counts.items()})
         flat.update({f"n_cases/{segment[t]}": float(n) for t, n in self.type_counts.items()})
         flat.update({f"n_answerable/{segment[t]}": float(n) for t, n in self.scored_counts.items()})
@@ -364,13 +382,17 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
     ``top_k`` is the retrieval depth the rankings were cut at, if known."""
     bootstrap = Bootstrap(cfg.bootstrap_resamples, cfg.seed)
     scored = [(r.type, r.metrics) for r in results if r.metrics is not None]
-    slices = {t: [m for st, m in scored if st == t] for t in sorted({t for t, _ in scored})}
+    slices = _slices(scored)
+    origins = _slices([(r.origin, r.metrics) for r in results if r.metrics is not None])
     by_type = {t: mean_by_key(rows) for t, rows in slices.items()}
     overall = mean_by_key([m for _, m in scored])
     by_type_min = {m: min(t[m] for t in by_type.values()) for m in overall} if by_type else {}
     bounds = stratified_intervals(slices, list(overall), bootstrap)
     type_counts = {t: sum(r.type == t for r in results) for t in sorted({r.type for r in results})}
     access = summarize_access([(r.type, r.access) for r in results], bootstrap)
+    if len(origins) < 2:  # the one origin's slice would be the whole
+        origins = {}
+    origin_bounds = stratified_intervals(origins, list(overall), bootstrap)
     return Summary(
         overall=overall,
         by_type=by_type,
@@ -392,7 +414,17 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
         access=access[0],
         access_by_type=access[1],
         access_intervals=access[2],
+        by_origin={o: mean_by_key(rows) for o, rows in origins.items()},
+        by_origin_intervals=origin_bounds.by_stratum,
+        origin_counts={o: len(rows) for o, rows in origins.items()},
     )
+
+
+def _slices(
+    keyed: Sequence[tuple[str, dict[str, float]]],
+) -> dict[str, list[dict[str, float]]]:
+    """The per-case metrics grouped by their key (a type, an origin), keys sorted."""
+    return {k: [m for key, m in keyed if key == k] for k in sorted({k for k, _ in keyed})}
 
 
 def _ran_out_at_depth(

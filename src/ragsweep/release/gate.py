@@ -141,11 +141,26 @@ class GateOutcome:
         return not self.violations
 
 
+def pinned_run() -> str | None:
+    """The run ``$RAGSWEEP_GATE_RUN`` pins, None when it is unset. Set but empty (a script's
+    ``RAGSWEEP_GATE_RUN="$RUN"`` with an empty ``RUN``) is a RunLookupError, not "unset":
+    the gate would otherwise check the newest promoted run instead of the one meant."""
+    value = os.environ.get(GATE_RUN_ENV)
+    if value is not None and not value.strip():
+        raise RunLookupError(
+            f"${GATE_RUN_ENV} is set but empty, so it names no run: set it to the holdout "
+            f"run id to check, or unset it (unset {GATE_RUN_ENV}) to check the newest "
+            "promoted run"
+        )
+    return value
+
+
 def find_promoted(store: RunStore, run_id: str | None = None) -> LoggedRun | None:
-    """Run ``run_id`` (or ``$RAGSWEEP_GATE_RUN``), else the newest complete promoted run;
-    None when nothing has been promoted in this store."""
-    run_id = run_id or os.environ.get(GATE_RUN_ENV)
-    if not run_id:
+    """Run ``run_id`` (or ``$RAGSWEEP_GATE_RUN``: :func:`pinned_run`), else the newest
+    complete promoted run; None when nothing has been promoted in this store."""
+    if run_id is None:
+        run_id = pinned_run()
+    if run_id is None:
         latest = store.latest(f"tags.\"{tag.PROMOTED_FROM}\" LIKE '%'")
         return None if latest is None else store.with_figures(latest)
     run = store.get(run_id)

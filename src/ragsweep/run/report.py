@@ -38,6 +38,16 @@ TERMINAL_FAMILIES = (HIT, RECALL, MRR)
 SUMMARY_GAP = 2
 """Columns between two columns of the terminal summary (a blank rule and one space)."""
 
+ORIGIN_NOTE = (
+    "`hand`: cases a person wrote; `drafted`: a model's drafts a person accepted in "
+    "`ragsweep label` (docs/golden.md). A gap between them says how far the drafted cases "
+    "differ from the hand-written ones."
+)
+
+ORIGIN_COLUMN = "origin:"
+"""The terminal summary's column of an origin is ``origin:hand``, ``origin:drafted`` (a
+question type may be called ``hand``)."""
+
 FACT_LABEL = 12
 """Width of the right-aligned labels of the facts below the summary table."""
 
@@ -79,6 +89,9 @@ def render_report(
             "MLflow metric keys of types MLflow does not accept as a key: "
             + ", ".join(f"{t} → `by_type/{seg}/…`" for t, seg in renamed.items()),
         ]
+    if summary.by_origin:
+        lines += ["", "## By origin (mean [95% interval])", "", ORIGIN_NOTE, ""]
+        lines.append(_by_origin_table(summary, columns))
     unanswerable_types = sorted(set(summary.type_counts) - set(summary.by_type))
     if unanswerable_types:
         lines += [
@@ -99,18 +112,37 @@ def render_report(
 
 def _by_type_table(summary: Summary, columns: Sequence[str]) -> str:
     """Rows: metrics; columns: each type with its n, then the minimum over types."""
-    types = list(summary.by_type)
-    header = ["metric", *(f"{t} (n={summary.scored_counts[t]})" for t in types)]
-    if summary.by_type_min:
-        header.append("min over types")
-    rows = []
-    for c in columns:
-        row = [c]
-        row += [_cell(summary.by_type[t][c], summary.by_type_intervals[t][c]) for t in types]
-        if summary.by_type_min:
-            row.append(_cell(summary.by_type_min[c], summary.by_type_min_intervals[c]))
-        rows.append(row)
-    return markdown_table(header, rows)
+    weakest = (
+        {"min over types": (summary.by_type_min, summary.by_type_min_intervals)}
+        if summary.by_type_min
+        else {}
+    )
+    slices = {
+        f"{t} (n={summary.scored_counts[t]})": (means, summary.by_type_intervals[t])
+        for t, means in summary.by_type.items()
+    }
+    return _slice_table({**slices, **weakest}, columns)
+
+
+def _by_origin_table(summary: Summary, columns: Sequence[str]) -> str:
+    """Rows: metrics; columns: all answerable cases, then the cases of each origin."""
+    whole = {f"all (n={summary.counts[N_ANSWERABLE]})": (summary.overall, summary.intervals)}
+    slices = {
+        f"{o} (n={summary.origin_counts[o]})": (means, summary.by_origin_intervals[o])
+        for o, means in summary.by_origin.items()
+    }
+    return _slice_table({**whole, **slices}, columns)
+
+
+def _slice_table(
+    slices: Mapping[str, tuple[Mapping[str, float], Mapping[str, Bounds]]],
+    columns: Sequence[str],
+) -> str:
+    """Rows: metrics; columns: each slice (header → its means and intervals)."""
+    rows = [
+        [c, *(_cell(means[c], bounds[c]) for means, bounds in slices.values())] for c in columns
+    ]
+    return markdown_table(["metric", *slices], rows)
 
 
 def access_lines(summary: Summary) -> list[tuple[bool, str]]:
@@ -299,8 +331,8 @@ def print_summary(
 
 
 def _summary_columns(summary: Summary, headline: Sequence[str]) -> dict[str, list[str]]:
-    """Column name (``all``, then each type) → its cells: the n, then one stacked cell per
-    headline metric."""
+    """Column name (``all``, each type, then each origin when there are two) → its cells:
+    the n, then one stacked cell per headline metric."""
     columns = {
         "all": [str(summary.counts[N_ANSWERABLE])]
         + [_stacked(summary.overall[c], summary.intervals[c]) for c in headline]
@@ -308,6 +340,11 @@ def _summary_columns(summary: Summary, headline: Sequence[str]) -> dict[str, lis
     for type_name, means in summary.by_type.items():
         bounds = summary.by_type_intervals[type_name]
         columns[type_name] = [str(summary.scored_counts.get(type_name, 0))] + [
+            _stacked(means[c], bounds[c]) for c in headline
+        ]
+    for origin, means in summary.by_origin.items():
+        bounds = summary.by_origin_intervals[origin]
+        columns[f"{ORIGIN_COLUMN}{origin}"] = [str(summary.origin_counts[origin])] + [
             _stacked(means[c], bounds[c]) for c in headline
         ]
     return columns

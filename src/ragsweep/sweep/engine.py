@@ -22,12 +22,12 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from ragsweep.core import tags as tag
-from ragsweep.core.errors import RagsweepError
+from ragsweep.core.errors import OutputError, RagsweepError
 from ragsweep.core.interrupts import uninterrupted
 from ragsweep.core.names import FAILED, FINISHED, KILLED, NOT_REPRODUCED
 from ragsweep.core.terminal import say
 from ragsweep.data.corpus import Corpus, load_corpus
-from ragsweep.data.golden import load_golden
+from ragsweep.data.golden import GoldenSet, load_golden
 from ragsweep.run.config import RunConfig
 from ragsweep.run.notes import config_summary
 from ragsweep.sweep.checks import (
@@ -106,18 +106,19 @@ class SweepRun:
         it to be adopted."""
 
     def run(self) -> SweepResult:
-        """Check the axes, open the parent run, sweep every axis and conclude."""
-        self.sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, self.sweep_dir / MULTIRUN_FILE)
+        """Check the axes, read the golden set and the corpus, make the sweep folder, then
+        prepare the store and open the parent run (in that order: broken inputs are refused
+        before a store is created or migrated and leave no sweep folder; a sweep folder that
+        cannot be written leaves no parent RUNNING), sweep every axis and conclude."""
         checked = preflight(self.composer)
         checked.raise_problems()
         baseline, multi_factor = checked.baseline, checked.multi_factor
         for number, found in multi_factor.items():
             say(self.console, factors_note(self.spec, number, self.spec.axes[number - 1], found))
-        assert baseline.resolved is not None
-        corpus = load_corpus(RunConfig.from_container(baseline.resolved).corpus)
-        self.access = bool(corpus.access)
-        self.runs = self._open_runs(baseline, multi_factor, corpus)
+        inputs = self._read_inputs(baseline)
+        self.access = bool(inputs[1].access)
+        self._save_sweep_config()  # before the parent exists: a failure leaves none RUNNING
+        self.runs = self._open_runs(baseline, multi_factor, inputs)
         self.jobs = JobLauncher(
             self.launcher,
             self.spec,
@@ -177,16 +178,39 @@ class SweepRun:
             current = self._sweep_axis(number, axis, current)
         return current
 
-    def _open_runs(
-        self, baseline: Composed, multi_factor: Mapping[int, Factors], corpus: Corpus
-    ) -> SweepRuns | None:
-        """Open (or resume) the parent run; tag it with the axes that vary several factors."""
-        assert baseline.resolved is not None and baseline.config_hash is not None
+    def _read_inputs(self, baseline: Composed) -> tuple[RunConfig, Corpus, GoldenSet]:
+        """The baseline's config, corpus and golden set (a problem ends the sweep before any
+        job, tracked or not, and before the sweep folder is made)."""
+        assert baseline.resolved is not None
         run_cfg = RunConfig.from_container(baseline.resolved)
+        corpus = load_corpus(run_cfg.corpus)
+        return run_cfg, corpus, load_golden(run_cfg.golden, corpus)
+
+    def _save_sweep_config(self) -> None:
+        """Make the sweep folder and save the sweeper's config there (:data:`MULTIRUN_FILE`)."""
+        try:
+            self.sweep_dir.mkdir(parents=True, exist_ok=True)
+            OmegaConf.save(self.config, self.sweep_dir / MULTIRUN_FILE)
+        except OSError as exc:
+            raise OutputError(
+                f"sweep folder {self.sweep_dir}: cannot write {MULTIRUN_FILE} ({exc}); check "
+                "that the folder is writable (or point hydra.sweep.dir elsewhere). Nothing was "
+                "run or logged"
+            ) from exc
+
+    def _open_runs(
+        self,
+        baseline: Composed,
+        multi_factor: Mapping[int, Factors],
+        inputs: tuple[RunConfig, Corpus, GoldenSet],
+    ) -> SweepRuns | None:
+        """Open (or resume) the parent run for the baseline's ``inputs`` (its config, corpus
+        and golden set), tagged with the axes that vary several factors."""
+        assert baseline.config_hash is not None
+        run_cfg, corpus, golden = inputs
         if not run_cfg.tracking.enabled:
             say(self.console, "tracking disabled: no parent run, nothing to resume")
             return None
-        golden = load_golden(run_cfg.golden, corpus)
         corpus_hash = corpus.content_hash()
         digest = sweep_digest(self.spec, baseline.config_hash, corpus_hash, golden.digest)
         runs = SweepRuns.open(run_cfg.tracking, self.spec, digest, self.resume)
