@@ -314,15 +314,27 @@ class EmbeddingConfig:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+PARENTS_STAGE = "parents"
+"""The stage of ``retrieval.parent`` and ``retrieval.parent_chars``: applied to rankings of
+chunks (which they do not change) before scoring; in the config hash, not the rankings key."""
+
+
 @dataclass(frozen=True)
 class RetrievalConfig:
-    """How many chunks are retrieved per question and whether a case's scope is enforced."""
+    """How many chunks are retrieved per question, whether a case's scope is enforced, and
+    what is handed back for a ranked chunk: itself (``parent: none``) or its parent unit
+    (small-to-big: ``section``, or a ``window`` of ``parent_chars`` characters around it;
+    :mod:`ragsweep.chunk.parents`). The parent fields are hashed only when they differ from
+    their defaults, so configurations from before they existed keep their hash."""
 
     top_k: int | None = None
     respect_scope: bool = True
+    parent: str = hashed_unless_default("none", PARENTS_STAGE)
+    parent_chars: int = hashed_unless_default(1000, PARENTS_STAGE)
 
     def __post_init__(self) -> None:
         _require(self.top_k is None or self.top_k > 0, f"retrieval.top_k={self.top_k} must be > 0")
+        _require(self.parent_chars > 0, f"retrieval.parent_chars={self.parent_chars} must be > 0")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ field changes its stage's key unless it is declared not to:
 - index: indexed-texts key + model identity + the backend's index code digest + ragsweep
   version (each backend builds and loads its own index: :mod:`ragsweep.index.backends`);
 - rankings: index key + every query's text and scope mask + retrieval fields and depth +
-  the backend's search code digest.
+  the backend's search code digest (not ``retrieval.parent``/``parent_chars``: they map
+  rankings of chunks to parents after the search, :mod:`ragsweep.index.small_to_big`).
 
 Nothing about evaluation (``eval.*``, the golden set, tracking) is part of these keys;
 scoring is never cached. The judge's per-case key is built by the judge stage from the
@@ -158,7 +159,7 @@ def rankings_key(
         {
             "index": index_key_,
             "queries": sha256_json(listed),
-            "retrieval": result_fields(cfg),
+            "retrieval": result_fields(cfg, OWN_STAGE),
             "depth": depth,
             "search_code": backend.search_code,
         }

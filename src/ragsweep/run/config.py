@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ragsweep.chunk.chunkers import CHUNKERS
+from ragsweep.chunk.parents import PARENTS
 from ragsweep.config.schema import (
     CacheConfig,
     ChunkingConfig,
@@ -143,6 +144,7 @@ def resolve(data: Mapping[str, Any] | RunConfig) -> ResolvedConfig:
     """
     cfg = data if isinstance(data, RunConfig) else RunConfig.from_container(data)
     CHUNKERS.get(cfg.chunking.mode)
+    PARENTS.get(cfg.retrieval.parent)
     model = BACKENDS.get(cfg.embedding.backend).identity(cfg.embedding)
     preprocessor = build_preprocessor(cfg.preprocess)
     objective = measures.require_objective(cfg.eval.objective, cfg.eval.ks, cfg.eval.budgets)

@@ -56,6 +56,7 @@ from ragsweep.index.base import (
 )
 from ragsweep.index.latency import stage_latency
 from ragsweep.index.rerank import Reranker
+from ragsweep.index.small_to_big import parent_line, parent_rankings, uses_parents
 from ragsweep.index.stages import (
     cached_chunks,
     cached_rankings,
@@ -287,13 +288,19 @@ def resolved_positions(built: BuiltIndex) -> Mapping[str, int]:
 
 
 def evaluate_cases(
-    cases: Sequence[GoldenCase], built: BuiltIndex, resolved: ResolvedConfig, cache: StageCache
+    cases: Sequence[GoldenCase],
+    built: BuiltIndex,
+    resolved: ResolvedConfig,
+    cache: StageCache,
+    corpus: Corpus,
 ) -> tuple[tuple[CaseResult, ...], dict[str, float], Sequence[Chunk]]:
     """Retrieve for every case (within its scope when enforced) and score it; also return
     the per-stage latency percentiles (:func:`~ragsweep.index.latency.stage_latency`) with what
     an index measures of its own rankings (``run_metrics``: the ``ann`` recall against
     exact search), and the retrieved chunks (:func:`retrieved_chunks`). Rankings come
-    from the cache when these queries already ran on this index."""
+    from the cache when these queries already ran on this index. With
+    ``retrieval.parent``, the ranked chunks' parents (from ``corpus``) are what is scored
+    and returned (:mod:`ragsweep.index.small_to_big`)."""
     cfg, preprocessor = resolved.cfg, resolved.preprocessor
     respect = cfg.retrieval.respect_scope
     texts_only = make_queries(cases, preprocessor, lambda scope: None)
@@ -324,9 +331,12 @@ def evaluate_cases(
     if resolved.reranker is not None:
         reranker = Reranker(cfg.rerank, resolved.reranker, cache)
         ranked = reranker.rerank(ranked, texts_only, built.texts, cfg.top_k)
+    chunks = built.chunks
+    if uses_parents(cfg.retrieval):
+        chunks, ranked = parent_rankings(ranked, built.chunks, corpus, cfg.retrieval)
     with gc_paused():
-        results = score_cases(cases, ranked, built.chunks, cfg.eval)
-    retrieved = retrieved_chunks(built.chunks, ranked)
+        results = score_cases(cases, ranked, chunks, cfg.eval)
+    retrieved = retrieved_chunks(chunks, ranked)
     return results, {**stage_latency(ranked), **index_metrics}, retrieved
 
 
@@ -369,7 +379,7 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
             prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
     built = build_index(resolved, corpus, cache, timer)
     with timer.stage(EVAL_SECONDS):
-        results, latency, retrieved = evaluate_cases(cases, built, resolved, cache)
+        results, latency, retrieved = evaluate_cases(cases, built, resolved, cache, corpus)
         summary = summarize(results, cfg.eval, cfg.top_k)
         summary = replace(summary, extra={**summary.extra, **latency})
     judged = None
@@ -504,6 +514,7 @@ def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:
         "preprocess": describe(cfg, STEPS),
         "chunking": describe(cfg, CHUNKING),
         "top_k": cfg.top_k,
+        **({"parent": parent_line(cfg.retrieval)} if uses_parents(cfg.retrieval) else {}),
         **(
             {"rerank": f"{resolved.reranker.describe()}, top {cfg.rerank.candidates}"}
             if resolved.reranker
