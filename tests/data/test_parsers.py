@@ -19,6 +19,8 @@ from ragsweep.core.errors import ConfigError, CorpusError, GoldenError
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import load_golden
 from ragsweep.data.parsers import DocumentWarning, page_of
+from ragsweep.eval.case_table import TableLayout, case_fields
+from ragsweep.eval.scoring import CaseResult
 
 HTML = (
     "<html><head><title>Billing help</title><style>.secret-style{color:red}</style>"
@@ -138,6 +140,24 @@ def test_quotes_resolve_on_each_format_and_name_a_page(folder: Path, tmp_path: P
         load_golden(_golden(tmp_path, paged), corpus)
     on_page = load_golden(_golden(tmp_path, {**paged, "page": 1}), corpus).cases[0]
     assert on_page.evidence[0].start < corpus.get("terms.pdf").metadata["page_starts"][1]
+
+
+def test_the_case_files_show_each_pdf_evidence_spans_page(folder: Path, tmp_path: Path) -> None:
+    corpus = load_corpus(CorpusConfig(path=str(folder)))
+    spans = [
+        {"doc": "terms.pdf", "quote": "Refunds are paid"},
+        {"doc": "notes.md", "quote": "Plain"},
+    ]
+    path = tmp_path / "golden.jsonl"
+    path.write_text(json.dumps({"id": "c", "question": "q?", "split": "tuning", "evidence": spans}))
+    case = load_golden(GoldenConfig(path=str(path)), corpus).cases[0]
+    result = CaseResult("c", case.type, "tuning", True, {}, (), 0.0)
+    fields = case_fields(case, result, corpus, None)
+    assert [e.get("page") for e in fields["evidence"]] == [2, None]  # only a PDF has pages
+    cell = TableLayout((1,), ()).row(fields, result)[
+        TableLayout((1,), ()).columns.index("evidence")
+    ]
+    assert cell.startswith("terms.pdf@") and " p.2" in cell and cell.count(" p.") == 1
 
 
 def test_offsets_under_another_parser_are_refused(folder: Path, tmp_path: Path) -> None:

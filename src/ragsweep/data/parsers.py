@@ -53,6 +53,10 @@ class UnreadableDocument(Exception):
     """A file of a parsed format that gives no text; the message says why and what to do."""
 
 
+PAGE_STARTS = "page_starts"
+"""Document metadata key: the offset each page's text starts at (``[i]`` is page ``i + 1``)."""
+
+
 class DocumentWarning(UserWarning):
     """A corpus file skipped because it gives no text (the message names it)."""
 
@@ -68,7 +72,7 @@ class Parsed:
 
     def metadata(self, parser: str) -> dict[str, Any]:
         """The document metadata recorded for a parsed file."""
-        pages = {"page_starts": list(self.page_starts)} if self.page_starts else {}
+        pages = {PAGE_STARTS: list(self.page_starts)} if self.page_starts else {}
         return {"parser": parser, **pages}
 
 
