@@ -87,9 +87,9 @@ def test_bad_overrides_are_all_reported_with_a_suggestion(project: Path) -> None
     found = messages(["chunking=headng", "chunking.sise=3", "embeding.model=x", "eval.ks=[5,1]"])
     assert found == [
         "command line: chunking=headng: no option 'headng' in config group chunking (options: "
-        "fixed, heading, paragraph, recursive, sentence); did you mean 'heading'?",
+        "fixed, heading, paragraph, recursive, semantic, sentence); did you mean 'heading'?",
         "command line: chunking.sise=3: chunking.sise is not a config key (keys of chunking: "
-        "mode, size, overlap, heading_prefix); did you mean 'size'?",
+        "mode, size, overlap, heading_prefix, title_prefix, unit, tokenizer); did you mean 'size'?",
         "command line: embeding.model=x: embeding.model is not a config key (keys of the "
         "config: paths, corpus, golden, preprocess, chunking, embedding, retrieval, eval, "
         "tracking, cache, judge, rerank, sweep, verbose); did you mean 'embedding'?",

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import yaml
 
 from ragsweep.core.errors import ConfigError, RagsweepError
-from ragsweep.core.names import HOLDOUT, SPLITS, TUNING
+from ragsweep.core.names import CHARS, CHUNK_UNITS, HOLDOUT, SPLITS, TUNING
 
 C = TypeVar("C")
 
@@ -278,7 +278,14 @@ class PreprocessConfig:
 
 @dataclass(frozen=True)
 class ChunkingConfig:
-    """How source documents are cut into chunks. Sizes are in characters (code points).
+    """How source documents are cut into chunks. Sizes (``size``, ``overlap``) are in
+    characters (code points), or with ``unit: tokens`` in the tokens of ``tokenizer``: a
+    ``tokenizer.json`` file, a model folder holding one, or ``pkg:PACKAGE/FOLDER``; empty:
+    the embedding model's own tokenizer, or a documented fallback when it has none
+    (:mod:`ragsweep.index.chunk_tokens`). Both are hashed only off their defaults.
+
+    ``breakpoint_percentile`` (``mode: semantic``): a chunk ends where the distance between
+    neighbouring sentences is above this percentile of the document's distances.
 
     ``heading_prefix`` prepends a chunk's heading path to its indexed text, ``title_prefix``
     its document's title (contextual headers): they change the texts stage, not the chunk
@@ -290,8 +297,19 @@ class ChunkingConfig:
     overlap: int = 0
     heading_prefix: bool = hashed_in("texts", False)
     title_prefix: bool = hashed_unless_default(False, "texts")
+    unit: str = hashed_unless_default(CHARS)
+    tokenizer: str = hashed_unless_default("")
+    breakpoint_percentile: float = hashed_unless_default(95.0)
 
     def __post_init__(self) -> None:
+        _require(
+            self.unit in CHUNK_UNITS,
+            f"chunking.unit={self.unit!r} must be one of: {', '.join(CHUNK_UNITS)}",
+        )
+        _require(
+            0.0 <= self.breakpoint_percentile <= 100.0,
+            f"chunking.breakpoint_percentile={self.breakpoint_percentile} must be in [0, 100]",
+        )
         _require(self.size > 0, f"chunking.size={self.size} must be > 0")
         _require(
             0 <= self.overlap < self.size,

@@ -37,7 +37,9 @@ from ragsweep.cache.stage import StageCache
 from ragsweep.chunk.chunkers import (
     CHUNKER_SOURCE_DIGEST,
     LIBRARY_MODES,
+    NO_TOOLS,
     Chunk,
+    ChunkTools,
     chunk_corpus,
     chunk_library_version,
     indexed_text,
@@ -84,16 +86,21 @@ def document_titles(corpus: Corpus, cfg: ChunkingConfig) -> dict[str, str] | Non
     return {d.id: d.title for d in corpus if d.title}
 
 
-def chunks_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
+def chunks_key(corpus: Corpus, cfg: ChunkingConfig, tools: ChunkTools = NO_TOOLS) -> str:
     """Key of a chunk set: corpus content, the chunks-stage chunking fields, chunker code
-    (and for a library mode, the library's version)."""
+    (and for a library mode, the library's version; for sizes in tokens, the sha256 of the
+    tokenizer file)."""
     library = {"library": chunk_library_version()} if cfg.mode in LIBRARY_MODES else {}
+    tokens = {"tokenizer": tools.tokenizer.sha256} if tools.tokenizer is not None else {}
+    if tools.embedder:  # semantic breakpoints: the sentence model
+        tokens["sentence_model"] = tools.embedder
     return sha256_json(
         {
             "corpus": corpus.content_hash(),
             "chunking": result_fields(cfg, OWN_STAGE),
             "chunker_code": CHUNKER_SOURCE_DIGEST,
             **library,
+            **tokens,
         }
     )
 
@@ -175,14 +182,16 @@ def scope_key(scope: Sequence[str] | None, positions: Mapping[str, int]) -> str 
     return "docs:" + ",".join(map(str, codes))
 
 
-def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, key: str, cache: StageCache) -> ChunkTable:
+def cached_chunks(
+    corpus: Corpus, cfg: ChunkingConfig, key: str, cache: StageCache, tools: ChunkTools = NO_TOOLS
+) -> ChunkTable:
     """The corpus's chunks under ``key`` (:func:`chunks_key`) as a :class:`ChunkTable`:
     spans are cached (memory-mapped on a hit), texts are sliced from the source for the
     chunks that are read."""
     built: list[ChunkTable] = []
 
     def build(folder: Path) -> None:
-        built.append(ChunkTable.from_chunks(corpus, chunk_corpus(corpus, cfg)))
+        built.append(ChunkTable.from_chunks(corpus, chunk_corpus(corpus, cfg, tools)))
         built[0].save(folder)
 
     def load(folder: Path) -> ChunkTable:

@@ -56,6 +56,7 @@ from ragsweep.index.base import (
 )
 from ragsweep.index.latency import stage_latency
 from ragsweep.index.rerank import Reranker
+from ragsweep.index.semantic import with_sentence_embedder
 from ragsweep.index.small_to_big import parent_line, parent_rankings, uses_parents
 from ragsweep.index.stages import (
     cached_chunks,
@@ -253,8 +254,9 @@ def _chunks(
     cfg = resolved.cfg
     own = getattr(backend, "own_chunks", None)
     if own is None:
-        key = chunks_key(corpus, cfg.chunking)
-        return cached_chunks(corpus, cfg.chunking, key, cache), key
+        tools = with_sentence_embedder(resolved.chunk_tools, cfg.chunking, cfg.embedding, cache)
+        key = chunks_key(corpus, cfg.chunking, tools)
+        return cached_chunks(corpus, cfg.chunking, key, cache, tools), key
     chunks = own(cfg.embedding, corpus)
     spans = [[c.id, c.doc, c.start, c.end] for c in chunks]
     return chunks, sha256_json({"corpus": corpus.content_hash(), "own_chunks": spans})
@@ -515,6 +517,7 @@ def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:
         "chunking": describe(cfg, CHUNKING),
         "top_k": cfg.top_k,
         **({"parent": parent_line(cfg.retrieval)} if uses_parents(cfg.retrieval) else {}),
+        **({"tokens": tokenizer.label} if (tokenizer := resolved.chunk_tools.tokenizer) else {}),
         **(
             {"rerank": f"{resolved.reranker.describe()}, top {cfg.rerank.candidates}"}
             if resolved.reranker
