@@ -61,6 +61,39 @@ ROWS: dict[str, list[tuple[str, list[str]]]] = {
             ],
         ),
     ],
+    "tokens": [
+        (
+            "recursive 200 tokens",
+            ["chunking=recursive", "chunking.unit=tokens", "chunking.size=200"],
+        ),
+        (
+            "fixed 200/25 tokens",
+            ["chunking=fixed", "chunking.unit=tokens", "chunking.size=200", "chunking.overlap=25"],
+        ),
+        (
+            "sentence 200/25 tokens",
+            [
+                "chunking=sentence",
+                "chunking.unit=tokens",
+                "chunking.size=200",
+                "chunking.overlap=25",
+            ],
+        ),
+        (
+            "recursive 50 tokens -> window 800",
+            [
+                "chunking=recursive",
+                "chunking.unit=tokens",
+                "chunking.size=50",
+                "retrieval.parent=window",
+                "retrieval.parent_chars=800",
+            ],
+        ),
+    ],
+    "semantic": [
+        ("semantic 800, p95 (USE v3 sentences)", ["chunking=semantic"]),
+        ("semantic 800, p80", ["chunking=semantic", "chunking.breakpoint_percentile=80"]),
+    ],
 }
 
 DATASETS = {

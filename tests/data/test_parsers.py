@@ -179,3 +179,21 @@ def test_parsed_text_is_a_cached_stage(folder: Path, tmp_path: Path) -> None:
     assert again.content_hash() == first.content_hash()
     assert again.get("terms.pdf").metadata == first.get("terms.pdf").metadata
     assert again.get("billing.html").title == "Billing help"
+
+
+def test_pypdfium2_is_a_second_pdf_parser(folder: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pypdfium2", reason="the parsers extra: pip install -e '.[parsers]'")
+    _pdf(folder / "locked.pdf", ["secret"], encrypted=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        corpus = load_corpus(CorpusConfig(path=str(folder), pdf_parser="pypdfium2"))
+    assert any("locked.pdf: encrypted PDF" in str(w.message) for w in caught)
+    doc = corpus.get("terms.pdf")
+    assert doc.metadata["parser"] == "pypdfium2" and len(doc.metadata["page_starts"]) == 2
+    assert "\r" not in doc.text
+    paged = {"doc": "terms.pdf", "quote": "Refunds are paid monthly.", "page": 2}
+    span = load_golden(_golden(tmp_path, paged), corpus).cases[0].evidence[0]
+    assert doc.text[span.start : span.end] == "Refunds are paid monthly."
+    assert (
+        result_fields(CorpusConfig(path="x", pdf_parser="pypdfium2"))["pdf_parser"] == "pypdfium2"
+    )
