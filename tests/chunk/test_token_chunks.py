@@ -75,3 +75,17 @@ def test_hash_names_the_tokenizer_and_errors_come_before_work(tmp_path: Path) ->
         resolved("chunking.unit=tokens", f"chunking.tokenizer={copied}")
     with pytest.raises(ConfigError, match=r"chunking\.unit='words' must be one of: chars, tokens"):
         resolved("chunking.unit=words")
+
+
+@needs_st
+def test_recursive_in_tokens_never_cuts_a_word_by_decoding_it() -> None:
+    """chonkie's last recursive level decodes tokens, which an uncased tokenizer lowercases:
+    in tokens that level is not used (it gave "hyperinfl" for "Hyperinfl" and shifted every
+    later offset), so a word longer than size is not cut, and offsets stay exact."""
+    cfg = ChunkingConfig("recursive", 3, 0, unit="tokens")
+    tokenizer = chunk_tokenizer(cfg, BM25)
+    text = "Hyperinflationary Currencies. Unbelievably."
+    corpus = Corpus(documents=(Document("d.md", text),), source="mem")
+    chunks = chunk_corpus(corpus, cfg, ChunkTools(tokenizer))
+    assert chunks and all(text[c.start : c.end] == c.text for c in chunks)
+    assert "Hyperinflationary" in chunks[0].text

@@ -507,3 +507,34 @@ def test_a_judge_axis_launches_one_job_per_value(tmp_path: Path) -> None:
     (axis,) = result.axes
     assert len({t.config_hash for t in axis.trials}) == 3  # three configurations, not one
     assert axis.best.point.label == "8"
+
+
+@pytest.mark.slow
+def test_a_parser_axis_runs_each_parser_on_the_same_files(
+    tmp_path: Path, mini_project: Path, outputs: Path
+) -> None:
+    """corpus.pdf_parser as a sweep axis: the jobs read other corpus text (no corpus
+    digest to hold them to), the quoted PDF evidence resolves under each parser."""
+    pytest.importorskip("pypdfium2", reason="the parsers extra: pip install -e '.[parsers]'")
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("helvetica", size=12)
+    pdf.add_page()  # words placed out of reading order, spaces run: the parsers' texts differ
+    pdf.text(100, 20, "World")
+    pdf.text(10, 20, "Hello")
+    pdf.text(10, 40, "Refunds:   30 days.")
+    pdf.output(str(mini_project / "corpus" / "terms.pdf"))
+    golden = mini_project / "golden.jsonl"
+    case = '{"id": "p", "question": "refund days?", "split": "tuning", '
+    case += '"evidence": [{"doc": "terms.pdf", "quote": "30 days.", "page": 1}]}\n'
+    golden.write_text(golden.read_text(encoding="utf-8") + case, encoding="utf-8")
+    sweep = write_sweep(tmp_path, "axes:\n  - corpus.pdf_parser: [pypdf, pypdfium2]\n")
+    result = multirun(real_task, tmp_path, "p", f"sweep={sweep}", *project_overrides(mini_project))
+    (axis,) = result.axes
+    assert [t.point.label for t in axis.trials] == ["pypdf", "pypdfium2"]
+    assert len({t.config_hash for t in axis.trials}) == 2
+    client, experiment = store(tmp_path)
+    children = [r for r in client.search_runs(experiment) if "mlflow.parentRunId" in r.data.tags]
+    assert sorted(c.info.status for c in children) == ["FINISHED", "FINISHED"]
+    assert all(c.data.metrics["n_answerable"] == 4 for c in children)

@@ -483,12 +483,15 @@ class ChunkOffsetError(AssertionError):
 def _library_chunker(mode: str, size: int, overlap: int, tokenizer: ChunkTokenizer | None) -> Any:
     """A chonkie chunker measuring sizes in characters, or in the tokens of ``tokenizer``
     (imported on first use)."""
-    from chonkie import RecursiveChunker, SentenceChunker
+    from chonkie import RecursiveChunker, RecursiveRules, SentenceChunker
 
     counter = "character" if tokenizer is None else tokenizer.load()
     if mode == "sentence":
         return SentenceChunker(tokenizer=counter, chunk_size=size, chunk_overlap=overlap)
-    return RecursiveChunker(tokenizer=counter, chunk_size=size)
+    rules = RecursiveRules()
+    if tokenizer is not None:  # its last level decodes tokens, which is not the text back
+        rules = RecursiveRules(levels=list(rules.levels or [])[:-1])  # uncased: lowercased
+    return RecursiveChunker(tokenizer=counter, chunk_size=size, rules=rules)
 
 
 def library_spans(mode: str, text: str, cfg: ChunkingConfig, tools: ChunkTools) -> list[Span]:

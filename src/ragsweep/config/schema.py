@@ -36,6 +36,11 @@ hashed groups (corpus, golden, eval) define what is measured, so objectives are 
 comparable when they are held."""
 
 
+SWEEPABLE_KEYS = ("corpus.html_parser", "corpus.pdf_parser", "corpus.docx_parser")
+"""Keys outside :data:`SWEEPABLE_GROUPS` a sweep axis may vary: the parser axis (the same
+files read by another parser; the golden set is resolved on each parser's text)."""
+
+
 OWN_STAGE = "own"
 """The stage of a field declared without :func:`hashed_in`: its config group's own."""
 

@@ -158,6 +158,8 @@ class SweepRun:
         digest = sweep_digest(self.spec, baseline.config_hash, corpus_hash, golden.digest)
         runs = SweepRuns.open(run_cfg.tracking, self.spec, digest, self.resume)
         runs.inputs = {tag.SWEEP_GOLDEN: golden.digest, tag.SWEEP_CORPUS: corpus_hash}
+        if self.spec.varies_parsers:  # each parser gives other text: no one corpus digest
+            del runs.inputs[tag.SWEEP_CORPUS]
         if multi_factor:
             runs.tag_parent(tag.SWEEP_MULTI_FACTOR, factors_tag(self.spec, multi_factor))
         if not runs.resumed:
