@@ -17,6 +17,7 @@ from ragsweep.index.semantic import (
     FALLBACK_EMBEDDING,
     semantic_embedding,
     semantic_identity,
+    sentence_model_line,
     with_sentence_embedder,
 )
 from ragsweep.index.stages import chunks_key
@@ -37,6 +38,9 @@ def test_sentences_and_breakpoints() -> None:
     assert texts[-2:] == ["大聖堂は有名です。", "観光客が多い。"]
     vectors = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
     assert breakpoints(vectors, 50) == {1}
+    line = sentence_model_line(ChunkingConfig("semantic"), EmbeddingConfig("bm25"))
+    assert line is not None and "use_m3" in line and "fallback" in line  # the run summary's
+    assert sentence_model_line(ChunkingConfig("fixed"), EmbeddingConfig("bm25")) is None
 
 
 @pytest.mark.slow  # loads USE v3 (shared with the use_m3 tests in one process)

@@ -33,6 +33,17 @@ def semantic_embedding(
     return embedding if keeps_vectors else FALLBACK_EMBEDDING
 
 
+def sentence_model_line(chunking: ChunkingConfig, embedding: EmbeddingConfig) -> str | None:
+    """How a run's summary names the sentence model (None unless the mode is semantic)."""
+    cfg = semantic_embedding(chunking, embedding)
+    if cfg is None:
+        return None
+    fallback = (
+        " (fallback: the configured backend embeds nothing)" if cfg is FALLBACK_EMBEDDING else ""
+    )
+    return f"embedded by {cfg.backend}{' ' + cfg.model if cfg.model else ''}{fallback}"
+
+
 def semantic_identity(chunking: ChunkingConfig, embedding: EmbeddingConfig) -> ModelIdentity | None:
     """The identity of that model (a served model is asked for it), or None."""
     cfg = semantic_embedding(chunking, embedding)

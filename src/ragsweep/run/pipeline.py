@@ -56,7 +56,7 @@ from ragsweep.index.base import (
 )
 from ragsweep.index.latency import stage_latency
 from ragsweep.index.rerank import Reranker
-from ragsweep.index.semantic import with_sentence_embedder
+from ragsweep.index.semantic import sentence_model_line, with_sentence_embedder
 from ragsweep.index.small_to_big import parent_line, parent_rankings, uses_parents
 from ragsweep.index.stages import (
     cached_chunks,
@@ -518,6 +518,11 @@ def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:
         "top_k": cfg.top_k,
         **({"parent": parent_line(cfg.retrieval)} if uses_parents(cfg.retrieval) else {}),
         **({"tokens": tokenizer.label} if (tokenizer := resolved.chunk_tools.tokenizer) else {}),
+        **(
+            {"sentences": line}
+            if (line := sentence_model_line(cfg.chunking, cfg.embedding))
+            else {}
+        ),
         **(
             {"rerank": f"{resolved.reranker.describe()}, top {cfg.rerank.candidates}"}
             if resolved.reranker
