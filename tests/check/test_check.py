@@ -7,17 +7,21 @@ import json
 import socket
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from ragsweep.check import run_checks
+from ragsweep.check import chunk_counts, run_checks
 from ragsweep.check.store import TIMEOUT_S
-from ragsweep.chunk.chunkers import chunk_corpus
-from ragsweep.config.schema import ChunkingConfig, CorpusConfig, GoldenConfig
+from ragsweep.check.summary import render_summary
+from ragsweep.chunk.chunkers import ChunkTools, chunk_corpus
+from ragsweep.config.schema import ChunkingConfig, CorpusConfig, EmbeddingConfig, GoldenConfig
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import load_golden
+from ragsweep.index.chunk_tokens import chunk_tokenizer
 from tests.cli.test_project import REPO, ragsweep, write
+from tests.st_support import needs_st
 
 DEMO_CORPUS = REPO / "demo" / "corpus"
 GOOD_CASE = {
@@ -255,3 +259,30 @@ def test_check_takes_a_runs_command_line_as_typed(tmp_path: Path) -> None:
     out = ragsweep("check", "-m", "sweep=chunking", "-v", "tracking=off", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "detectable difference (80% power" in out.stdout
+
+
+def test_semantic_chunks_are_counted_at_run_time(project: Path) -> None:
+    found = run_checks(["chunking=semantic", "tracking=off"])
+    assert found.problems == []
+    assert found.facts.corpus is not None and found.facts.config is not None
+    counts = chunk_counts(found.facts.corpus, found.facts.config, None)
+    assert [count for _, count in counts] == [None]
+    found.facts.chunks = counts
+    assert "counted at run time" in render_summary(found.facts)
+
+
+@needs_st
+def test_chunks_in_tokens_are_counted_in_tokens(project: Path) -> None:
+    write(project / "sweeps" / "tok.yaml", "axes:\n  - chunking.size: [40, 80]\n")
+    overrides = ["chunking.unit=tokens", "chunking.overlap=0", "chunking.size=60"]
+    found = run_checks(["sweep=tok", "tracking=off", *overrides])
+    assert found.problems == []
+    assert found.facts.corpus is not None and found.facts.config is not None
+    counts = chunk_counts(found.facts.corpus, found.facts.config, found.facts.sweep)
+    corpus = found.facts.corpus
+    run = found.facts.config.resolved.cfg.chunking  # type: ignore[union-attr]
+    tools = ChunkTools(chunk_tokenizer(run, EmbeddingConfig("bm25")))
+    sizes = [replace(run, size=size) for size in (60, 40, 80)]
+    expected = [len(chunk_corpus(corpus, chunking, tools)) for chunking in sizes]
+    assert [count for _, count in counts] == expected
+    assert expected[0] != len(chunk_corpus(corpus, replace(run, unit="chars")))
