@@ -4,6 +4,7 @@ here (fpdf2 for PDF, python-docx for DOCX), never downloaded."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -16,7 +17,7 @@ from ragsweep.cache.stage import StageCache
 from ragsweep.chunk.chunkers import find_sections
 from ragsweep.config.schema import CorpusConfig, GoldenConfig, result_fields
 from ragsweep.core.errors import ConfigError, CorpusError, GoldenError
-from ragsweep.data.corpus import load_corpus
+from ragsweep.data.corpus import corpus_files_digest, load_corpus
 from ragsweep.data.golden import load_golden
 from ragsweep.data.parsers import DocumentWarning, page_of
 from ragsweep.eval.case_table import TableLayout, case_fields
@@ -197,3 +198,21 @@ def test_pypdfium2_is_a_second_pdf_parser(folder: Path, tmp_path: Path) -> None:
     assert (
         result_fields(CorpusConfig(path="x", pdf_parser="pypdfium2"))["pdf_parser"] == "pypdfium2"
     )
+
+
+def test_the_files_digest_is_the_same_for_every_parser_and_moves_with_any_file(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.md").write_text("# A\n\ntext", encoding="utf-8")
+    (tmp_path / "b.pdf").write_bytes(b"%PDF-1.4 not really")
+    (tmp_path / "notes.txt").write_text("not a corpus extension here", encoding="utf-8")
+    cfg = CorpusConfig(path=str(tmp_path), extensions=(".md",))
+    digest = corpus_files_digest(cfg)
+    assert corpus_files_digest(dataclasses.replace(cfg, pdf_parser="off")) == digest
+    (tmp_path / "notes.txt").write_text("edited", encoding="utf-8")
+    assert corpus_files_digest(cfg) == digest  # not a corpus file
+    (tmp_path / "b.pdf").write_bytes(b"%PDF-1.4 edited")  # read by no parser when off
+    assert corpus_files_digest(dataclasses.replace(cfg, pdf_parser="off")) != digest
+    edited = corpus_files_digest(cfg)
+    (tmp_path / "_access.jsonl").write_text('{"id": "a.md", "groups": ["x"]}\n', "utf-8")
+    assert corpus_files_digest(cfg) != edited

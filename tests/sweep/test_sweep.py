@@ -509,12 +509,29 @@ def test_a_judge_axis_launches_one_job_per_value(tmp_path: Path) -> None:
     assert axis.best.point.label == "8"
 
 
+class EditAfterFirstJob:
+    """The real task; once the first job is done, ``file`` is edited (appended to)."""
+
+    def __init__(self, file: Path) -> None:
+        self.file = file
+        self.calls = 0
+
+    def __call__(self, cfg: DictConfig) -> float:
+        result = real_task(cfg)
+        self.calls += 1
+        if self.calls == 1:
+            self.file.write_text(self.file.read_text(encoding="utf-8") + " edited", "utf-8")
+        return result
+
+
 @pytest.mark.slow
 def test_a_parser_axis_runs_each_parser_on_the_same_files(
-    tmp_path: Path, mini_project: Path, outputs: Path
+    tmp_path: Path, mini_project: Path, outputs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """corpus.pdf_parser as a sweep axis: the jobs read other corpus text (no corpus
-    digest to hold them to), the quoted PDF evidence resolves under each parser."""
+    """corpus.pdf_parser as a sweep axis: the jobs read other corpus text, so they are held
+    to the digest of the corpus's files (an edit between jobs fails the next one; the same
+    command after the file is restored resumes), and the quoted PDF evidence resolves
+    under each parser."""
     pytest.importorskip("pypdfium2", reason="the parsers extra: pip install -e '.[parsers]'")
     from fpdf import FPDF
 
@@ -530,11 +547,23 @@ def test_a_parser_axis_runs_each_parser_on_the_same_files(
     case += '"evidence": [{"doc": "terms.pdf", "quote": "30 days.", "page": 1}]}\n'
     golden.write_text(golden.read_text(encoding="utf-8") + case, encoding="utf-8")
     sweep = write_sweep(tmp_path, "axes:\n  - corpus.pdf_parser: [pypdf, pypdfium2]\n")
-    result = multirun(real_task, tmp_path, "p", f"sweep={sweep}", *project_overrides(mini_project))
+    overrides = [f"sweep={sweep}", *project_overrides(mini_project)]
+    billing = mini_project / "corpus" / "billing.md"
+    original = billing.read_text(encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        multirun(EditAfterFirstJob(billing), tmp_path, "s1", *overrides)
+    assert exit_info.value.code == 2
+    saved = yaml.safe_load((tmp_path / "s1" / "sweep_result.yaml").read_text())
+    assert [t["status"] for t in saved["axes"][0]["trials"]] == ["new", "failed"]
+    printed = unwrapped("".join(capsys.readouterr()))
+    assert f"corpus changed during the sweep: {mini_project / 'corpus'} now hashes" in printed
+    billing.write_text(original, encoding="utf-8")  # restored: the same sweep resumes
+    result = multirun(real_task, tmp_path, "p", *overrides)
     (axis,) = result.axes
     assert [t.point.label for t in axis.trials] == ["pypdf", "pypdfium2"]
     assert len({t.config_hash for t in axis.trials}) == 2
     client, experiment = store(tmp_path)
     children = [r for r in client.search_runs(experiment) if "mlflow.parentRunId" in r.data.tags]
-    assert sorted(c.info.status for c in children) == ["FINISHED", "FINISHED"]
-    assert all(c.data.metrics["n_answerable"] == 4 for c in children)
+    assert sorted(c.info.status for c in children) == ["FAILED", "FINISHED", "FINISHED"]
+    finished = [c for c in children if c.info.status == "FINISHED"]
+    assert all(c.data.metrics["n_answerable"] == 4 for c in finished)

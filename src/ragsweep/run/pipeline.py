@@ -372,7 +372,7 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
     with timer.stage(LOAD_SECONDS):
         corpus = open_corpus(cfg.corpus, cache, cfg.cache.trust_mtime)
         golden = load_golden(cfg.golden, corpus)
-        check_sweep_inputs(cfg.tracking.tags, golden, corpus, cfg.corpus.path)
+        check_sweep_inputs(cfg.tracking.tags, golden, corpus, cfg.corpus)
     cases = select_cases(golden, cfg.eval.split)
     if judge is not None:
         judge.check_cases(cases)  # fixed answers cover every case, before any work
