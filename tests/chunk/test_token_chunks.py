@@ -64,7 +64,16 @@ def test_hash_names_the_tokenizer_and_errors_come_before_work(tmp_path: Path) ->
     copied.write_bytes((minilm_folder() / "tokenizer.json").read_bytes())
     same_file = resolved("chunking.unit=tokens", f"chunking.tokenizer={copied}")
     assert tokens.chunk_tools.tokenizer.sha256 == same_file.chunk_tools.tokenizer.sha256
-    assert len({chars.config_hash, tokens.config_hash, same_file.config_hash}) == 3
+    moved = tmp_path / "moved" / "tokenizer.json"
+    moved.parent.mkdir()
+    moved.write_bytes(copied.read_bytes())
+    moved_file = resolved("chunking.unit=tokens", f"chunking.tokenizer={moved}")
+    # the file's content is the identity, not its path: the same file anywhere hashes alike
+    assert tokens.config_hash == same_file.config_hash == moved_file.config_hash
+    assert chars.config_hash != tokens.config_hash
+    corpus = Corpus(documents=(Document("d.md", TEXT),), source="mem")
+    keys = {chunks_key(corpus, r.cfg.chunking, r.chunk_tools) for r in (same_file, moved_file)}
+    assert len(keys) == 1
     with pytest.raises(ConfigError, match=r"chunking\.mode=heading measures characters"):
         resolved("chunking=heading", "chunking.unit=tokens")
     (tmp_path / "empty").mkdir()

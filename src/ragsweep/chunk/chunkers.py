@@ -34,7 +34,7 @@ from ragsweep.chunk import semantic as chunk_semantic
 from ragsweep.chunk import tokens as chunk_tokens
 from ragsweep.chunk.semantic import Embed, semantic_spans
 from ragsweep.chunk.tokens import ChunkTokenizer, token_windows
-from ragsweep.config.schema import ChunkingConfig
+from ragsweep.config.schema import ChunkingConfig, result_fields
 from ragsweep.core.hashing import source_digest
 from ragsweep.core.registry import Registry
 from ragsweep.data import spans as data_spans
@@ -57,6 +57,14 @@ class ChunkTools:
 
 NO_TOOLS = ChunkTools()
 """Sizes in characters, nothing else."""
+
+
+def chunking_identity(cfg: ChunkingConfig, stage: str | None = None) -> dict[str, Any]:
+    """The result fields of ``cfg`` (of ``stage``) without ``tokenizer``: a tokenizer file
+    stands in a hash by its sha256 (:attr:`ChunkTools.tokenizer`), not its path, so moving
+    the file changes nothing."""
+    return {k: v for k, v in result_fields(cfg, stage).items() if k != "tokenizer"}
+
 
 SpanFinder = Callable[[str, Sequence["Section"], ChunkingConfig, ChunkTools], list[Span]]
 """A chunking mode: given the text, its sections, the config and the tools, the raw chunk

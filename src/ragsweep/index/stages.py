@@ -42,6 +42,7 @@ from ragsweep.chunk.chunkers import (
     ChunkTools,
     chunk_corpus,
     chunk_library_version,
+    chunking_identity,
     indexed_text,
 )
 from ragsweep.chunk.table import ChunkTable, take_rows
@@ -97,7 +98,7 @@ def chunks_key(corpus: Corpus, cfg: ChunkingConfig, tools: ChunkTools = NO_TOOLS
     return sha256_json(
         {
             "corpus": corpus.content_hash(),
-            "chunking": result_fields(cfg, OWN_STAGE),
+            "chunking": chunking_identity(cfg, OWN_STAGE),
             "chunker_code": CHUNKER_SOURCE_DIGEST,
             **library,
             **tokens,

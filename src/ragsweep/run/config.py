@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ragsweep.chunk.chunkers import CHUNKERS, NO_TOOLS, ChunkTools
+from ragsweep.chunk.chunkers import CHUNKERS, NO_TOOLS, ChunkTools, chunking_identity
 from ragsweep.chunk.parents import PARENTS
 from ragsweep.config.schema import (
     CacheConfig,
@@ -188,7 +188,7 @@ def hashed_values(resolved: ResolvedConfig) -> dict[str, Any]:
     if tools.tokenizer is not None or tools.embedder:  # the tokenizer, the sentence model
         tokenizer = {"tokenizer_sha256": tools.tokenizer.sha256} if tools.tokenizer else {}
         embedder = {"sentence_model": tools.embedder} if tools.embedder else {}
-        stand_ins["chunking"] = {**result_fields(cfg.chunking), **tokenizer, **embedder}
+        stand_ins["chunking"] = {**chunking_identity(cfg.chunking), **tokenizer, **embedder}
     return {
         name: stand_ins[name] if name in stand_ins else result_fields(getattr(cfg, name))
         for name in hashed_groups()
