@@ -98,3 +98,15 @@ def test_recursive_in_tokens_never_cuts_a_word_by_decoding_it() -> None:
     chunks = chunk_corpus(corpus, cfg, ChunkTools(tokenizer))
     assert chunks and all(text[c.start : c.end] == c.text for c in chunks)
     assert "Hyperinflationary" in chunks[0].text
+
+
+@needs_st
+def test_the_chunks_key_names_the_tokenizers_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = ChunkingConfig("fixed", 24, 4, unit="tokens")
+    tools = ChunkTools(chunk_tokenizer(cfg, BM25))
+    corpus = Corpus(documents=(Document("d.md", TEXT),), source="mem")
+    chars = ChunkingConfig("fixed", 24, 4)
+    keys = chunks_key(corpus, cfg, tools), chunks_key(corpus, chars)
+    monkeypatch.setattr("ragsweep.index.stages.tokenizer_library_version", lambda: "0.0-other")
+    assert chunks_key(corpus, cfg, tools) != keys[0]  # another library may count other tokens
+    assert chunks_key(corpus, chars) == keys[1]  # sizes in characters: no tokenizer involved

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import functools
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Any
 
 from ragsweep.data.spans import Span
@@ -32,6 +33,16 @@ class ChunkTokenizer:
     def load(self) -> Any:
         """The ``tokenizers.Tokenizer`` (loaded once per process)."""
         return load_tokenizer(self.path, self.sha256)
+
+
+TOKENIZER_LIBRARY = "tokenizers"
+"""The library that counts tokens (its version is part of the chunks' cache key)."""
+
+
+def tokenizer_library_version() -> str:
+    """The installed version of :data:`TOKENIZER_LIBRARY` (a new version may split text
+    into other tokens)."""
+    return version(TOKENIZER_LIBRARY)
 
 
 @functools.lru_cache(maxsize=4)

@@ -46,6 +46,7 @@ from ragsweep.chunk.chunkers import (
     indexed_text,
 )
 from ragsweep.chunk.table import ChunkTable, take_rows
+from ragsweep.chunk.tokens import tokenizer_library_version
 from ragsweep.chunk.views import KnownRows
 from ragsweep.config.schema import OWN_STAGE, ChunkingConfig, RetrievalConfig, result_fields
 from ragsweep.core.errors import DriftError
@@ -90,9 +91,11 @@ def document_titles(corpus: Corpus, cfg: ChunkingConfig) -> dict[str, str] | Non
 def chunks_key(corpus: Corpus, cfg: ChunkingConfig, tools: ChunkTools = NO_TOOLS) -> str:
     """Key of a chunk set: corpus content, the chunks-stage chunking fields, chunker code
     (and for a library mode, the library's version; for sizes in tokens, the sha256 of the
-    tokenizer file)."""
+    tokenizer file and the version of the tokenizers library)."""
     library = {"library": chunk_library_version()} if cfg.mode in LIBRARY_MODES else {}
-    tokens = {"tokenizer": tools.tokenizer.sha256} if tools.tokenizer is not None else {}
+    tokens = {}
+    if tools.tokenizer is not None:  # sizes in tokens: the file and the library counting them
+        tokens = {"tokenizer": tools.tokenizer.sha256, "tokenizers": tokenizer_library_version()}
     if tools.embedder:  # semantic breakpoints: the sentence model
         tokens["sentence_model"] = tools.embedder
     return sha256_json(
