@@ -286,3 +286,14 @@ def test_chunks_in_tokens_are_counted_in_tokens(project: Path) -> None:
     expected = [len(chunk_corpus(corpus, chunking, tools)) for chunking in sizes]
     assert [count for _, count in counts] == expected
     assert expected[0] != len(chunk_corpus(corpus, replace(run, unit="chars")))
+
+
+def test_an_older_corpus_file_is_told_which_parser_line_to_add(project: Path) -> None:
+    old = f"name: old\npath: {DEMO_CORPUS}\nextensions: [.md, .txt]\nfollow_external_links: false\n"
+    write(project / "conf" / "corpus" / "old.yaml", old)  # no parser keys: made before them
+    write(project / "sweeps" / "parsers.yaml", "axes:\n  - corpus.pdf_parser: [pypdf, off]\n")
+    found = messages(["corpus=old", "sweep=parsers", "tracking=off"])
+    assert len(found) == 1 and found[0].endswith(
+        "axis 1 (corpus.pdf_parser): the corpus config has no pdf_parser (a project made "
+        "before parsers could be swept): add `pdf_parser: pypdf` to conf/corpus/old.yaml"
+    ), found
