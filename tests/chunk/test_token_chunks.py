@@ -110,3 +110,14 @@ def test_the_chunks_key_names_the_tokenizers_version(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr("ragsweep.index.stages.tokenizer_library_version", lambda: "0.0-other")
     assert chunks_key(corpus, cfg, tools) != keys[0]  # another library may count other tokens
     assert chunks_key(corpus, chars) == keys[1]  # sizes in characters: no tokenizer involved
+
+
+def test_options_the_mode_or_unit_ignores_are_refused(tmp_path: Path) -> None:
+    def resolved(*overrides: str):
+        return resolve(plain_config(compose(["tracking=off", *overrides])))
+
+    with pytest.raises(ConfigError, match=r"breakpoint_percentile=90.0 is used only by .*semantic"):
+        resolved("chunking=semantic", "chunking.mode=fixed", "chunking.breakpoint_percentile=90")
+    with pytest.raises(ConfigError, match=r"chunking\.tokenizer=.* used only with chunking\.unit"):
+        resolved(f"chunking.tokenizer={tmp_path / 'tokenizer.json'}")
+    assert resolved("chunking=semantic", "chunking.breakpoint_percentile=90").config_hash

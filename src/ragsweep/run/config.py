@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ragsweep.chunk.chunkers import CHUNKERS, NO_TOOLS, ChunkTools, chunking_identity
+from ragsweep.chunk.chunkers import (
+    CHUNKERS,
+    NO_TOOLS,
+    SEMANTIC,
+    ChunkTools,
+    chunking_identity,
+)
 from ragsweep.chunk.parents import PARENTS
 from ragsweep.config.schema import (
     CacheConfig,
@@ -43,6 +49,7 @@ from ragsweep.config.schema import (
 )
 from ragsweep.core.errors import ConfigError
 from ragsweep.core.hashing import sha256_json
+from ragsweep.core.names import TOKENS
 from ragsweep.data.preprocess import build_preprocessor
 from ragsweep.eval import measures
 from ragsweep.eval.budget import retrieval_depth
@@ -148,6 +155,7 @@ def resolve(data: Mapping[str, Any] | RunConfig) -> ResolvedConfig:
     """
     cfg = data if isinstance(data, RunConfig) else RunConfig.from_container(data)
     CHUNKERS.get(cfg.chunking.mode)
+    refuse_ignored_chunking(cfg.chunking)
     PARENTS.get(cfg.retrieval.parent)
     sentences = semantic_identity(cfg.chunking, cfg.embedding)
     tools = ChunkTools(
@@ -163,6 +171,25 @@ def resolve(data: Mapping[str, Any] | RunConfig) -> ResolvedConfig:
         cfg, preprocessor, model, objective, reranker=reranker, chunk_tools=tools
     )
     return dataclasses.replace(resolved, config_hash=config_hash(resolved))
+
+
+def refuse_ignored_chunking(chunking: ChunkingConfig) -> None:
+    """ConfigError for a chunking option its mode or unit ignores, set off its default: it
+    would change the config hash and not the results."""
+    default = ChunkingConfig()
+    if chunking.mode != SEMANTIC and chunking.breakpoint_percentile != (
+        default.breakpoint_percentile
+    ):
+        raise ConfigError(
+            f"chunking.breakpoint_percentile={chunking.breakpoint_percentile} is used only by "
+            f"chunking.mode={SEMANTIC}, not {chunking.mode}: remove it (or set "
+            f"chunking.mode={SEMANTIC})"
+        )
+    if chunking.unit != TOKENS and chunking.tokenizer != default.tokenizer:
+        raise ConfigError(
+            f"chunking.tokenizer={chunking.tokenizer} is used only with chunking.unit={TOKENS}, "
+            f"not {chunking.unit}: remove it (or set chunking.unit={TOKENS})"
+        )
 
 
 def config_hash(resolved: ResolvedConfig) -> str:
