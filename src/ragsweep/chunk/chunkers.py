@@ -90,8 +90,8 @@ CHUNKER_SOURCE_DIGEST: str = source_digest(
     sys.modules[__name__], data_spans, chunk_tokens, chunk_semantic
 )
 """Digest of the source of this module, of :mod:`ragsweep.data.spans` (which trims every
-chunk's span) and of :mod:`ragsweep.chunk.tokens`: cached chunks are invalid once the
-chunking code changes."""
+chunk's span), :mod:`ragsweep.chunk.tokens` and :mod:`ragsweep.chunk.semantic`: cached
+chunks are invalid once the chunking code changes."""
 
 MAX_NUMBERED_HEADING_CHARS = 80
 """A plain-text numbered heading (``3.1 Scope``) is a short line; longer lines are prose."""
