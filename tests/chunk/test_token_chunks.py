@@ -121,3 +121,13 @@ def test_options_the_mode_or_unit_ignores_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"chunking\.tokenizer=.* used only with chunking\.unit"):
         resolved(f"chunking.tokenizer={tmp_path / 'tokenizer.json'}")
     assert resolved("chunking=semantic", "chunking.breakpoint_percentile=90").config_hash
+
+
+def test_a_tokenizer_file_by_any_name_is_read_as_one(tmp_path: Path) -> None:
+    def resolved(*overrides: str):
+        return resolve(plain_config(compose(["tracking=off", "chunking.unit=tokens", *overrides])))
+
+    other_name = tmp_path / "tokenizer.txt"
+    other_name.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"{other_name} is not a tokenizer file"):
+        resolved(f"chunking.tokenizer={other_name}")

@@ -70,11 +70,11 @@ def _tokenizer_spec(chunking: ChunkingConfig, embedding: EmbeddingConfig) -> tup
 
 def _tokenizer_file(spec: str, whose: str) -> Path:
     """The ``tokenizer.json`` that ``spec`` names (the file itself, or a folder)."""
-    if spec.endswith(".json"):
-        path = Path(spec).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"{whose}: no such tokenizer file {spec}")
+    path = Path(spec).expanduser()
+    if path.is_file():  # a tokenizer file by any name (loading it checks what it holds)
         return path
+    if spec.endswith(".json"):
+        raise ConfigError(f"{whose}: no such tokenizer file {spec}")
     try:
         folder = resolve_folder(spec, "chunking.tokenizer")
     except ConfigError as exc:
