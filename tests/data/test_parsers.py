@@ -216,3 +216,39 @@ def test_the_files_digest_is_the_same_for_every_parser_and_moves_with_any_file(
     edited = corpus_files_digest(cfg)
     (tmp_path / "_access.jsonl").write_text('{"id": "a.md", "groups": ["x"]}\n', "utf-8")
     assert corpus_files_digest(cfg) != edited
+
+
+def _pdf_with_a_broken_page(path: Path) -> None:
+    """A PDF whose page tree lists a second page that is not a page object."""
+    stream = b"BT /F1 12 Tf 10 700 Td (Hello page one) Tj ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R 6 0 R] /Count 2 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"(not a page)",
+    ]
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    path.write_bytes(out)
+
+
+def test_a_page_pdfium_cannot_read_skips_the_pdf_with_a_warning(folder: Path) -> None:
+    pytest.importorskip("pypdfium2", reason="the parsers extra: pip install -e '.[parsers]'")
+    _pdf_with_a_broken_page(folder / "broken.pdf")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        corpus = load_corpus(CorpusConfig(path=str(folder), pdf_parser="pypdfium2"))
+    assert "broken.pdf" not in corpus and "terms.pdf" in corpus
+    assert any("broken.pdf: page 2 is not readable" in str(w.message) for w in caught)

@@ -216,7 +216,7 @@ def parse_pdf_pdfium(path: Path) -> Parsed:
         )
         raise UnreadableDocument(f"{path}: {what}") from None
     try:
-        pages = [_pdfium_page_text(page) for page in document]
+        pages = _pdfium_pages(document, path, pdfium.PdfiumError)
         title = document.get_metadata_dict().get("Title")
     finally:
         document.close()
@@ -225,8 +225,19 @@ def parse_pdf_pdfium(path: Path) -> Parsed:
     return Parsed(text=text, title=title or None, page_starts=starts)
 
 
-def _pdfium_page_text(page: Any) -> str:
-    return str(page.get_textpage().get_text_range()).replace("\r\n", "\n").strip()
+def _pdfium_pages(document: Any, path: Path, error: type[Exception]) -> list[str]:
+    """The text of each page; UnreadableDocument naming the page PDFium cannot read
+    (``error``: pypdfium2's PdfiumError)."""
+    pages = []
+    for number in range(len(document)):
+        try:
+            text = document[number].get_textpage().get_text_range()
+        except error as exc:
+            raise UnreadableDocument(
+                f"{path}: page {number + 1} is not readable ({exc}); re-export the PDF"
+            ) from None
+        pages.append(str(text).replace("\r\n", "\n").strip())
+    return pages
 
 
 PARSERS.add(PDFIUM_PARSER, Parser("pdf", "pypdfium2", parse_pdf_pdfium))
