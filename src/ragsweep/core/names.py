@@ -65,3 +65,11 @@ may not read after ranking and refill from deeper, or no filter (to measure what
 PERMISSION_TYPE = "permission"
 """The golden case type of a permission case: a question whose only evidence is in documents
 its ``principal`` may not read, scored as "nothing restricted retrieved", not as recall."""
+
+# --- chunk size units (chunking.unit) --------------------------------------------------------
+
+CHARS = "chars"
+"""``chunking.unit=chars``: sizes in characters (code points), the unit of every offset."""
+TOKENS = "tokens"
+"""``chunking.unit=tokens``: sizes in the tokens of a tokenizer (:mod:`ragsweep.chunk.tokens`)."""
+CHUNK_UNITS = (CHARS, TOKENS)

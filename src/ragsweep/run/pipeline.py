@@ -57,6 +57,8 @@ from ragsweep.index.base import (
 )
 from ragsweep.index.latency import stage_latency
 from ragsweep.index.rerank import Reranker
+from ragsweep.index.semantic import sentence_model_line, with_sentence_embedder
+from ragsweep.index.small_to_big import parent_line, parent_rankings, uses_parents
 from ragsweep.index.stages import (
     cached_chunks,
     cached_rankings,
@@ -254,8 +256,9 @@ def _chunks(
     cfg = resolved.cfg
     own = getattr(backend, "own_chunks", None)
     if own is None:
-        key = chunks_key(corpus, cfg.chunking)
-        return cached_chunks(corpus, cfg.chunking, key, cache), key
+        tools = with_sentence_embedder(resolved.chunk_tools, cfg.chunking, cfg.embedding, cache)
+        key = chunks_key(corpus, cfg.chunking, tools)
+        return cached_chunks(corpus, cfg.chunking, key, cache, tools), key
     chunks = own(cfg.embedding, corpus)
     spans = [[c.id, c.doc, c.start, c.end] for c in chunks]
     return chunks, sha256_json({"corpus": corpus.content_hash(), "own_chunks": spans})
@@ -301,7 +304,8 @@ def evaluate_cases(
     exact search), and the retrieved chunks (:func:`retrieved_chunks`). Rankings come
     from the cache when these queries already ran on this index. ``corpus``: whose access
     metadata filters and counts, and whose ids the rankings are checked against
-    (:mod:`ragsweep.run.contracts`)."""
+    (:mod:`ragsweep.run.contracts`). With ``retrieval.parent``, the ranked chunks' parents
+    (from ``corpus``) are what is scored and returned (:mod:`ragsweep.index.small_to_big`)."""
     cfg, preprocessor, access = resolved.cfg, resolved.preprocessor, corpus.access
     respect = cfg.retrieval.respect_scope
     texts_only = make_queries(cases, preprocessor, lambda scope: None)
@@ -336,10 +340,13 @@ def evaluate_cases(
     if resolved.reranker is not None:
         reranker = Reranker(cfg.rerank, resolved.reranker, cache)
         ranked = reranker.rerank(ranked, texts_only, built.texts, cfg.top_k)
+    chunks = built.chunks
+    if uses_parents(cfg.retrieval):
+        chunks, ranked = parent_rankings(ranked, built.chunks, corpus, cfg.retrieval)
     with gc_paused():
-        results = score_cases(cases, ranked, built.chunks, cfg.eval, access)
+        results = score_cases(cases, ranked, chunks, cfg.eval, access)
     check_retrieved(results, cases, corpus, flt, cfg.embedding.backend)
-    retrieved = retrieved_chunks(built.chunks, ranked)
+    retrieved = retrieved_chunks(chunks, ranked)
     return results, {**stage_latency(ranked), **index_metrics}, retrieved
 
 
@@ -373,7 +380,7 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
     with timer.stage(LOAD_SECONDS):
         corpus = open_corpus(cfg.corpus, cache, cfg.cache.trust_mtime)
         golden = load_golden(cfg.golden, corpus)
-        check_sweep_inputs(cfg.tracking.tags, golden, corpus, cfg.corpus.path)
+        check_sweep_inputs(cfg.tracking.tags, golden, corpus, cfg.corpus)
     cases = select_cases(golden, cfg.eval.split)
     if judge is not None:
         judge.check_cases(cases)  # fixed answers cover every case, before any work
@@ -517,6 +524,13 @@ def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:
         "preprocess": describe(cfg, STEPS),
         "chunking": describe(cfg, CHUNKING),
         "top_k": cfg.top_k,
+        **({"parent": parent_line(cfg.retrieval)} if uses_parents(cfg.retrieval) else {}),
+        **({"tokens": tokenizer.label} if (tokenizer := resolved.chunk_tools.tokenizer) else {}),
+        **(
+            {"sentences": line}
+            if (line := sentence_model_line(cfg.chunking, cfg.embedding))
+            else {}
+        ),
         **(
             {"rerank": f"{resolved.reranker.describe()}, top {cfg.rerank.candidates}"}
             if resolved.reranker

@@ -26,7 +26,7 @@ from ragsweep.core.errors import OutputError, RagsweepError
 from ragsweep.core.interrupts import uninterrupted
 from ragsweep.core.names import FAILED, FINISHED, KILLED, NOT_REPRODUCED
 from ragsweep.core.terminal import say
-from ragsweep.data.corpus import Corpus, load_corpus
+from ragsweep.data.corpus import Corpus, corpus_files_digest, load_corpus
 from ragsweep.data.golden import GoldenSet, load_golden
 from ragsweep.run.config import RunConfig
 from ragsweep.run.notes import config_summary
@@ -215,6 +215,9 @@ class SweepRun:
         digest = sweep_digest(self.spec, baseline.config_hash, corpus_hash, golden.digest)
         runs = SweepRuns.open(run_cfg.tracking, self.spec, digest, self.resume)
         runs.inputs = {tag.SWEEP_GOLDEN: golden.digest, tag.SWEEP_CORPUS: corpus_hash}
+        if self.spec.varies_parsers:  # each parser gives other text: digest the files instead
+            del runs.inputs[tag.SWEEP_CORPUS]
+            runs.inputs[tag.SWEEP_CORPUS_FILES] = corpus_files_digest(run_cfg.corpus)
         if multi_factor:
             runs.tag_parent(tag.SWEEP_MULTI_FACTOR, factors_tag(self.spec, multi_factor))
         if not runs.resumed:

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragsweep.config.schema import SWEEPABLE_GROUPS, check_all, from_mapping, read_yaml_mapping
+from ragsweep.config.schema import (
+    SWEEPABLE_GROUPS,
+    SWEEPABLE_KEYS,
+    check_all,
+    from_mapping,
+    read_yaml_mapping,
+)
 from ragsweep.core.errors import ConfigError
 from ragsweep.core.registry import did_you_mean
 from ragsweep.eval import measures
@@ -110,6 +116,11 @@ class Axis:
     def label(self) -> str:
         return " × ".join(self.keys)
 
+    @property
+    def varies_parsers(self) -> bool:
+        """Whether the axis varies a corpus parser (:data:`SWEEPABLE_KEYS`)."""
+        return any(key in SWEEPABLE_KEYS for key in self.keys)
+
     def points(self) -> tuple[Point, ...]:
         """Every combination of the keys' values, first key slowest, in file order."""
         return tuple(
@@ -183,6 +194,13 @@ class SweepSpec:
     def passes(self) -> int:
         """The most passes over the axes the strategy makes."""
         return STRATEGIES.get(self.strategy).passes(self.max_passes)
+
+    @property
+    def varies_parsers(self) -> bool:
+        """Whether an axis varies a corpus parser: the jobs then read other corpus text, so
+        the digest of the corpus's source files is checked across them instead of the
+        text's (:mod:`ragsweep.run.inputs`)."""
+        return any(axis.varies_parsers for axis in self.axes)
 
     @property
     def family_size(self) -> int:
@@ -383,11 +401,12 @@ def _check_axis_key(key: str, where: str) -> None:
     if not _KEY.match(key):
         raise ConfigError(f"{where}: {key!r} is not a config key (e.g. chunking.size)")
     root = re.split(r"[./]", key)[0]
-    if root not in SWEEPABLE_GROUPS:
+    if root not in SWEEPABLE_GROUPS and key not in SWEEPABLE_KEYS:
         raise ConfigError(
             f"{where}: {key!r} cannot be an axis: axes vary the retrieval stack "
-            f"({', '.join(SWEEPABLE_GROUPS)}); objectives are only comparable on the same "
-            "data, metric definitions and bookkeeping (put it in the baseline instead)"
+            f"({', '.join(SWEEPABLE_GROUPS)}) and the parsers ({', '.join(SWEEPABLE_KEYS)}); "
+            "objectives are only comparable on the same data, metric definitions and "
+            "bookkeeping (put it in the baseline instead)"
         )
 
 
