@@ -244,8 +244,13 @@ def _answerable_metrics(
     )
     names = list(columns)
     rows = zip(*(columns[name].tolist() for name in names), strict=True)
+    evidence_docs = (doc for row in spans for doc, _, _ in row)
     traces = span_traces(
-        ranked_batch, span_batch, spans, ChunkIntervals.of(chunks), cfg.min_span_overlap
+        ranked_batch,
+        span_batch,
+        spans,
+        ChunkIntervals.of(chunks, evidence_docs),
+        cfg.min_span_overlap,
     )
     return (
         {i: dict(zip(names, row, strict=True)) for i, row in zip(positions, rows, strict=True)},

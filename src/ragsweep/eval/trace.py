@@ -14,7 +14,7 @@ these say, for a flipped case, which pipeline stage lost the evidence
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -48,28 +48,35 @@ def traces_from_json(value: Any) -> tuple[SpanTrace, ...] | None:
 
 
 class ChunkIntervals(NamedTuple):
-    """Every chunk of a run as coded intervals sorted by document: ``codes`` maps document
-    ids to the codes in ``doc``."""
+    """The chunks of a run's evidence documents as coded intervals sorted by document:
+    ``codes`` maps document ids to the codes in ``doc`` (read with ``.get`` only: a chunk
+    table's corpus positions are decoded on use, not copied)."""
 
     doc: np.ndarray
     start: np.ndarray
     end: np.ndarray
-    codes: dict[str, int]
+    codes: Mapping[str, int]
 
     @classmethod
-    def of(cls, chunks: Sequence[Chunk]) -> ChunkIntervals:
-        """A chunk table's spans as they are (no chunk is built), else the chunks' own."""
+    def of(cls, chunks: Sequence[Chunk], docs: Iterable[str]) -> ChunkIntervals:
+        """The chunks of documents ``docs`` (the evidence documents): from a chunk table's
+        spans as they are (no chunk is built, and only those documents' rows are sorted),
+        else from the chunks' own."""
         if isinstance(chunks, ChunkTable):
+            codes: Mapping[str, int] = chunks.doc_positions()
             spans = np.asarray(chunks.spans)
-            doc, start, end = spans[:, 0], spans[:, 1], spans[:, 2]
-            codes = dict(chunks.doc_positions())
+            wanted = np.array([c for c in map(codes.get, set(docs)) if c is not None], np.int64)
+            rows = spans[np.isin(spans[:, 0], wanted)]
+            doc, start, end = rows[:, 0], rows[:, 1], rows[:, 2]
         else:
             codes = codes_of(c.doc for c in chunks)
             doc = np.fromiter((codes[c.doc] for c in chunks), np.int64, len(chunks))
             start = np.fromiter((c.start for c in chunks), np.int64, len(chunks))
             end = np.fromiter((c.end for c in chunks), np.int64, len(chunks))
-        order = np.argsort(doc, kind="stable")
-        return cls(doc[order], start[order], end[order], codes)
+        if len(doc) > 1 and bool((doc[1:] < doc[:-1]).any()):
+            order = np.argsort(doc, kind="stable")
+            doc, start, end = doc[order], start[order], end[order]
+        return cls(doc, start, end, codes)
 
     def holding(self, span: Interval, min_span_overlap: float) -> int | None:
         """The length of the shortest chunk that hits ``span``, None when none does."""
