@@ -264,6 +264,7 @@ TRACED: list[tuple[str, Any, int, Any, int]] = [
     ("packed", [[2, 80]], 2, [[2, 80]], 1),
     ("fixed", [[9, 80], [5, 90]], 2, [[9, 80], [1, 90]], 2),
     ("same", [[1, 80]], 2, [[1, 80]], 2),
+    ("respanned", [[1, 80]], 2, [[None, None], [None, None]], 2),  # its evidence changed
 ]
 
 
@@ -294,9 +295,10 @@ def test_each_flip_is_explained_by_the_first_stage_that_lost_its_evidence(
         "ranked": ("ranking", 0),
         "packed": ("packing", 0),
         "fixed": ("ranking", 1),  # the span the candidate reaches, lost by the baseline
+        "respanned": ("unknown", None),
     }
     assert result.attribution == {
-        "lost": {"chunking": 2, "candidate depth": 1, "ranking": 1, "packing": 1},
+        "lost": {"chunking": 2, "candidate depth": 1, "ranking": 1, "packing": 1, "unknown": 1},
         "gained": {"ranking": 1},
     }
     merged = next(f for f in result.lost if f.case_id == "merged")
@@ -307,8 +309,9 @@ def test_each_flip_is_explained_by_the_first_stage_that_lost_its_evidence(
     assert "span 1: rank 2 → 2; packed yes → no; chunk 80 chars → 80 chars" in markdown
     assert "next action: a larger budget" in markdown
     assert "span 1: rank — → —; packed no → no; chunk split → split" not in markdown
-    assert "hit → miss chunking 2, candidate depth 1, ranking 1, packing 1" in " ".join(
+    assert "hit → miss chunking 2, candidate depth 1, ranking 1, packing 1, unknown 1" in " ".join(
         markdown.split()
     )
     flips = result.to_json()["flips"]["hit_to_miss"]
+    assert next(f for f in flips if f["id"] == "respanned")["spans"] == []
     assert flips[0]["spans"][0]["candidate"] == {"rank": None, "packed": False, "chunk_chars": None}

@@ -449,8 +449,12 @@ def _flipper(
 def span_rows(baseline: CaseSide, candidate: CaseSide) -> list[dict[str, Any]]:
     """Per evidence span, its rank, whether it was packed (reached within the cut-off or
     budget) and the length of the chunk holding it (None: split) in each run; empty when a
-    run did not record span traces."""
+    run did not record span traces or the runs' case has a different number of evidence
+    spans (the golden case changed: spans cannot be paired, as in
+    :func:`~ragsweep.eval.attribution.explain`)."""
     if baseline.spans is None or candidate.spans is None:
+        return []
+    if len(baseline.spans) != len(candidate.spans):
         return []
     return [
         {
