@@ -154,16 +154,21 @@ def retrieve(
 
 
 def score_cases(
-    cases: Sequence[GoldenCase], ranked: Sequence[Ranked], chunks: Sequence[Chunk], cfg: EvalConfig
+    cases: Sequence[GoldenCase],
+    ranked: Sequence[Ranked],
+    chunks: Sequence[Chunk],
+    cfg: EvalConfig,
+    complete: bool = True,
 ) -> tuple[CaseResult, ...]:
     """One result per case, in order: its retrieved chunks and, for answerable cases, its
     metrics (None for unanswerable cases). ``ranked[i]`` is the ranking of ``cases[i]``
-    and holds indices into ``chunks``."""
+    and holds indices into ``chunks``; ``complete``: ``chunks`` are the run's complete
+    chunking (else span traces leave the chunk that hits a span unknown)."""
     if len(ranked) != len(cases):
         raise ValueError(f"{len(ranked)} rankings for {len(cases)} cases")
     used, ranked = _retrieved_only(ranked)
     picked = chunk_columns(chunks, used.tolist())  # a chunk table builds no chunk for it
-    metrics, traces = _answerable_metrics(cases, ranked, picked, chunks, cfg)
+    metrics, traces = _answerable_metrics(cases, ranked, picked, chunks if complete else None, cfg)
     retrieved = _retrieved(ranked, picked)
     return tuple(
         CaseResult(
@@ -217,13 +222,13 @@ def _answerable_metrics(
     cases: Sequence[GoldenCase],
     ranked: Sequence[Ranked],
     picked: ChunkColumns,
-    chunks: Sequence[Chunk],
+    chunks: Sequence[Chunk] | None,
     cfg: EvalConfig,
 ) -> tuple[dict[int, dict[str, float]], dict[int, tuple[SpanTrace, ...]]]:
     """Metrics of the answerable cases and their span traces (:mod:`ragsweep.eval.trace`:
-    ``chunks`` is the run's whole chunk table), keyed by their position in ``cases``,
-    computed in one batch (see :mod:`ragsweep.eval.metrics`); the rankings index
-    ``picked``."""
+    ``chunks`` is the run's whole chunk table, None when it is not complete), keyed by
+    their position in ``cases``, computed in one batch (see :mod:`ragsweep.eval.metrics`);
+    the rankings index ``picked``."""
     positions = [i for i, case in enumerate(cases) if case.scored]
     if not positions:
         return {}, {}
@@ -249,7 +254,7 @@ def _answerable_metrics(
         ranked_batch,
         span_batch,
         spans,
-        ChunkIntervals.of(chunks, evidence_docs),
+        ChunkIntervals.of(chunks, evidence_docs) if chunks is not None else None,
         cfg.min_span_overlap,
     )
     return (

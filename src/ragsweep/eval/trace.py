@@ -1,5 +1,5 @@
 """Where each evidence span went in one run: the rank of its first hit and the chunk that
-holds it.
+hits it.
 
 A run's ``cases.jsonl`` stores, per answerable case, one :class:`SpanTrace` per evidence
 span (golden order) under ``spans``: ``[rank, chunk_chars]``. ``rank`` is the 1-based rank
@@ -7,8 +7,11 @@ of the first retrieved chunk that hits the span (the hit rule of
 :mod:`ragsweep.eval.relevance`), None when no retrieved chunk does. ``chunk_chars`` is the
 length of the shortest chunk of the run's whole chunk table that hits the span, None when
 none does: a chunk boundary splits the span, so no chunk of this configuration can find
-it. With the per-case ``chunks_used_at_<B>c`` (how many leading chunks a budget packed)
-these say, for a flipped case, which pipeline stage lost the evidence
+it. ``chunk_chars`` is recorded only when the run's chunk table is its complete chunking;
+otherwise (the ``external`` backend without a chunk manifest knows only the chunks its
+rankings name) the row is ``[rank]`` and the chunking stage is not judged. With the
+per-case ``chunks_used_at_<B>c`` (how many leading chunks a budget packed) these say,
+for a flipped case, which pipeline stage lost the evidence
 (:mod:`ragsweep.eval.attribution`).
 """
 
@@ -29,22 +32,27 @@ class SpanTrace(NamedTuple):
 
     rank: int | None
     chunk_chars: int | None
+    chunked: bool = True
+    """False when the run's chunks are not its complete chunking: ``chunk_chars`` unknown."""
 
     @property
     def split(self) -> bool:
-        """True when no chunk of the run holds the span (a chunk boundary splits it)."""
-        return self.chunk_chars is None
+        """True when no chunk of the run hits the span (a chunk boundary splits it)."""
+        return self.chunked and self.chunk_chars is None
 
 
 def traces_to_json(traces: Sequence[SpanTrace]) -> list[list[int | None]]:
-    return [[t.rank, t.chunk_chars] for t in traces]
+    return [[t.rank, t.chunk_chars] if t.chunked else [t.rank] for t in traces]
 
 
 def traces_from_json(value: Any) -> tuple[SpanTrace, ...] | None:
     """The ``spans`` field of a ``cases.jsonl`` row (None: a row written before it)."""
     if value is None:
         return None
-    return tuple(SpanTrace(rank, chars) for rank, chars in value)
+    return tuple(
+        SpanTrace(row[0], row[1]) if len(row) > 1 else SpanTrace(row[0], None, False)
+        for row in value
+    )
 
 
 class ChunkIntervals(NamedTuple):
@@ -102,11 +110,12 @@ def span_traces(
     ranked: IntervalBatch,
     spans: IntervalBatch,
     span_rows: Sequence[Sequence[Interval]],
-    chunks: ChunkIntervals,
+    chunks: ChunkIntervals | None,
     min_span_overlap: float,
 ) -> list[tuple[SpanTrace, ...]]:
     """Per case (rows of ``ranked`` and ``spans``, coded alike; ``span_rows`` the same
-    spans as plain intervals) its :class:`SpanTrace` per evidence span."""
+    spans as plain intervals) its :class:`SpanTrace` per evidence span; ``chunks`` None:
+    the run's chunks are not its complete chunking, so ``chunk_chars`` is unknown."""
     hits = span_hits(ranked, spans, min_span_overlap).hits  # (cases, depth, spans)
     found: np.ndarray = np.asarray(hits.any(axis=1))
     first: np.ndarray = np.asarray(hits.argmax(axis=1)) + 1
@@ -114,7 +123,8 @@ def span_traces(
         tuple(
             SpanTrace(
                 int(first[c, s]) if found[c, s] else None,
-                chunks.holding(span, min_span_overlap),
+                chunks.holding(span, min_span_overlap) if chunks is not None else None,
+                chunks is not None,
             )
             for s, span in enumerate(row)
         )

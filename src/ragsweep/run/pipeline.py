@@ -26,6 +26,7 @@ from rich.console import Console
 from ragsweep.cache.stage import StageCache
 from ragsweep.chunk.chunkers import Chunk
 from ragsweep.chunk.table import ChunkTable, rows_of
+from ragsweep.config.schema import EmbeddingConfig
 from ragsweep.core import tags as tag
 from ragsweep.core.atomic import run_dir_errors
 from ragsweep.core.errors import ConfigError
@@ -286,6 +287,13 @@ def resolved_positions(built: BuiltIndex) -> Mapping[str, int]:
     return positions
 
 
+def complete_chunking(built: BuiltIndex, embedding: EmbeddingConfig) -> bool:
+    """Whether the run's chunks are its complete chunking: a backend bringing its own
+    chunks says so (``complete_chunks``); chunks cut by ``chunking`` always are."""
+    complete = getattr(built.backend, "complete_chunks", None)
+    return True if complete is None else bool(complete(embedding))
+
+
 def evaluate_cases(
     cases: Sequence[GoldenCase], built: BuiltIndex, resolved: ResolvedConfig, cache: StageCache
 ) -> tuple[tuple[CaseResult, ...], dict[str, float], Sequence[Chunk]]:
@@ -325,7 +333,8 @@ def evaluate_cases(
         reranker = Reranker(cfg.rerank, resolved.reranker, cache)
         ranked = reranker.rerank(ranked, texts_only, built.texts, cfg.top_k)
     with gc_paused():
-        results = score_cases(cases, ranked, built.chunks, cfg.eval)
+        complete = complete_chunking(built, cfg.embedding)
+        results = score_cases(cases, ranked, built.chunks, cfg.eval, complete)
     retrieved = retrieved_chunks(built.chunks, ranked)
     return results, {**stage_latency(ranked), **index_metrics}, retrieved
 
