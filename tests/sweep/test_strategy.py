@@ -10,6 +10,7 @@ import yaml
 from omegaconf import DictConfig
 
 from ragsweep.cli.best import axis_decisions
+from ragsweep.sweep.notes import parent_note
 from ragsweep.sweep.spec import load_sweep
 from tests.sweep.test_sweep import multirun, unwrapped, write_sweep
 
@@ -62,6 +63,7 @@ def test_confirm_revisits_an_earlier_axis_until_a_pass_changes_nothing(
     assert saved["family_size"] == 4 * 4
     assert len(saved["evaluated"]) == 4 and saved["chosen"]["chunking.mode"] == "fixed"
     assert [a["pass"] for a in saved["axes"]] == [1, 1, 2, 2, 3, 3]
+    assert "| 1. chunking.mode (pass 2) | fixed |" in parent_note(result, "0")
     decisions = axis_decisions(saved)  # ragsweep best: passes in order, later ones named
     assert decisions[2].startswith("1. chunking.mode (pass 2): fixed")
     out = unwrapped(capsys.readouterr().out)
