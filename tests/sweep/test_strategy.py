@@ -80,4 +80,8 @@ def test_strategy_settings_are_checked(tmp_path: Path) -> None:
         load_sweep(path)
     spec = load_sweep(write_sweep(tmp_path, SWEEP + "max_passes: 5\n"))
     assert (spec.passes, spec.family_size) == (1, 4)  # one_axis makes one pass
-    assert spec.plan()["strategy"] == "one_axis" and spec.params()["sweep.max_passes"] == "1"
+    assert spec.params()["sweep.max_passes"] == "1"
+    # the default strategy leaves the resume identity of sweeps from before strategies alone
+    assert not {"strategy", "max_passes"} & set(spec.plan())
+    confirm = load_sweep(write_sweep(tmp_path, SWEEP + "strategy: confirm\n"))
+    assert (confirm.plan()["strategy"], confirm.plan()["max_passes"]) == ("confirm", 3)
