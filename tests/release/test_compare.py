@@ -323,3 +323,13 @@ def test_each_flip_is_explained_by_the_first_stage_that_lost_its_evidence(
     flips = result.to_json()["flips"]["hit_to_miss"]
     assert next(f for f in flips if f["id"] == "respanned")["spans"] == []
     assert flips[0]["spans"][0]["candidate"] == {"rank": None, "packed": False, "chunk_chars": None}
+
+
+def test_questions_come_from_the_cases_already_read(
+    builder: RunBuilder, store: RunStore, tmp_path: Path
+) -> None:
+    run_id = builder.log("traced", [traced_row("c1", [[1, 80]], 2)])
+    assert [c.id for c in store.cases(run_id)] == ["c1"]
+    for artifact in (tmp_path / "artifacts").rglob("cases.jsonl"):
+        artifact.unlink()  # a second fetch would now fail
+    assert store.questions(run_id) == {"c1": "Where is c1?"}
