@@ -108,3 +108,19 @@ def test_strategy_settings_are_checked(tmp_path: Path) -> None:
     assert not {"strategy", "max_passes"} & set(spec.plan())
     confirm = load_sweep(write_sweep(tmp_path, SWEEP + "strategy: confirm\n"))
     assert (confirm.plan()["strategy"], confirm.plan()["max_passes"]) == ("confirm", 3)
+
+
+class BM25Task(Task):
+    def __call__(self, cfg: DictConfig) -> float:
+        return super().__call__(cfg) if cfg.embedding.backend == "bm25" else 0.0
+
+
+def test_an_axis_skipped_in_every_pass_is_recorded_once(tmp_path: Path) -> None:
+    # pass 1 adopts heading, so pass 2 runs; alpha (a hybrid's key) is skipped in both
+    axes = "  - embedding: [bm25, hybrid]\n  - embedding.options.alpha: [0.3, 0.7]\nobjective:"
+    sweep = SWEEP.replace("  - chunking.size: [400, 1200]\nobjective:", axes)
+    path = write_sweep(tmp_path, sweep + "strategy: confirm\n", "skip.yaml")
+    result = multirun(BM25Task(), tmp_path, "skip", f"sweep={path}", "tracking.enabled=false")
+    assert (result.passes, result.stopped) == (2, "pass 2 changed nothing")
+    saved = yaml.safe_load((tmp_path / "skip" / "sweep_result.yaml").read_text())
+    assert [s["number"] for s in saved["skipped"]] == [3]
