@@ -372,8 +372,8 @@ def test_a_squad_run_uploads_at_most_a_megabyte(tmp_path: Path) -> None:
 
 
 PER_CASE_BYTES = 240
-"""docs/tracking.md, "Artifact budget": a SQuAD case averages 223 bytes (its table row 197,
-its compressed line 26)."""
+"""docs/tracking.md, "Artifact budget": a SQuAD case averages 224 bytes (its table row 197,
+its compressed line with span traces 27)."""
 PER_RUN_BYTES = 75_000
 """The files that grow with the question types and measures, not the cases (69 kB on SQuAD)."""
 

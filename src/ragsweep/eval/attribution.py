@@ -7,14 +7,19 @@ the miss run's pipeline, stage by stage, from each run's span traces
 (:mod:`ragsweep.eval.trace`) and, for a budget, the chunks the budget packed
 (``chunks_used_at_<B>c``):
 
-1. **chunking**: no chunk of the miss run holds the span (a chunk boundary splits it), or
-   the chunk holding it is larger than the hit run's (merged into a larger chunk);
-2. **candidate depth**: a chunk holds it but is not among the retrieved chunks
+1. **chunking**: no chunk of the miss run hits the span (a chunk boundary splits it),
+   or, on a budget measure, the chunk that hits it is larger than the hit run's and was
+   retrieved at the same or a better rank but not packed (merged into a chunk too large
+   for the budget): only then does chunk size plausibly decide the measure;
+2. **candidate depth**: a chunk hits it but is not among the retrieved chunks
    (``retrieval.top_k``);
 3. **ranking**: retrieved, at a lower rank than in the hit run (other chunks rank above);
 4. **packing** (budgets only): retrieved at the same or a better rank, but not packed:
    the chunks above it filled the budget.
 
+Where the chunks that hit the span differ in size but size did not decide, the depth or
+ranking detail gives both sizes. When a run's chunks are not its complete chunking
+(:attr:`~ragsweep.eval.trace.SpanTrace.chunked` False) the chunking stage is skipped.
 Each stage has a next action (:data:`ACTIONS`). A case without traces (a run logged before
 they were recorded) is ``unknown``.
 """
@@ -38,8 +43,8 @@ STAGES = (CHUNKING, DEPTH, RANKING, PACKING, UNKNOWN)
 SPLIT = "split"
 MERGED = "merged"
 ACTIONS = {
-    SPLIT: "a larger chunking.overlap (or a larger chunking.size) so one chunk holds the span",
-    MERGED: "a smaller chunking.size, so the span's chunk is not diluted or too large to pack",
+    SPLIT: "a larger chunking.overlap (or a larger chunking.size) so one chunk hits the span",
+    MERGED: "a smaller chunking.size, so the chunk that hits the span fits the budget",
     DEPTH: "a larger retrieval.top_k, or another retriever (hybrid, dense)",
     RANKING: "a reranker (rerank), or another retriever (hybrid, dense)",
     PACKING: "a larger budget, or smaller chunks (chunking.size) so more of them fit",
@@ -63,10 +68,12 @@ def hit_measure(metric: Measure, ks: Sequence[int] = ()) -> Measure | None:
 @dataclass(frozen=True)
 class CaseSide:
     """One run's view of a case: its span traces (None: not recorded) and its *reach*, the
-    deepest rank that counts (``k``, or the chunks a budget packed)."""
+    deepest rank that counts (``k``, or the chunks a budget packed); ``budget``: the hit
+    measure is a budget's."""
 
     spans: tuple[SpanTrace, ...] | None
     reach: int
+    budget: bool = False
 
     def reached(self, trace: SpanTrace) -> bool:
         return trace.rank is not None and trace.rank <= self.reach
@@ -80,7 +87,7 @@ class CaseSide:
             reach = int(metrics.get(Measure(CHUNKS_USED, budget=measure.budget).name, 0))
         else:
             reach = measure.k or 0
-        return cls(spans, reach)
+        return cls(spans, reach, measure.budget is not None)
 
 
 @dataclass(frozen=True)
@@ -117,24 +124,44 @@ def explain(miss: CaseSide, hit: CaseSide) -> Cause:
         return Cause(UNKNOWN, None, "no evidence span is reached in the hit run")
     kept = hit.spans
     span = min(reached, key=lambda s: kept[s].rank or 0)
-    return Cause(span=span, **_stage(miss.spans[span], kept[span], miss.reach))
+    return Cause(span=span, **_stage(miss.spans[span], kept[span], miss))
 
 
-def _stage(lost: SpanTrace, kept: SpanTrace, reach: int) -> dict[str, str]:
+def _stage(lost: SpanTrace, kept: SpanTrace, miss: CaseSide) -> dict[str, str]:
     """The stage, what happened and the action's key, for the span's trace in the miss run
-    (``lost``, with the miss run's ``reach``) and in the hit run (``kept``)."""
-    if lost.chunk_chars is None:
-        detail = "split by a chunk boundary: no chunk holds the whole span"
+    (``lost``; ``miss`` its side) and in the hit run (``kept``)."""
+    if lost.split:
+        detail = "split by a chunk boundary: no chunk hits the whole span"
         return {"stage": CHUNKING, "detail": detail, "kind": SPLIT}
-    if kept.chunk_chars is not None and lost.chunk_chars > kept.chunk_chars:
-        detail = f"merged into a larger chunk ({kept.chunk_chars} → {lost.chunk_chars} characters)"
-        return {"stage": CHUNKING, "detail": detail, "kind": MERGED}
+    sizes = _sizes(lost, kept)
     if lost.rank is None:
-        return {"stage": DEPTH, "detail": "its chunk is not among the retrieved chunks"}
+        return {"stage": DEPTH, "detail": f"its chunk is not among the retrieved chunks{sizes}"}
     if kept.rank is not None and lost.rank > kept.rank:
-        return {"stage": RANKING, "detail": f"its chunk fell from rank {kept.rank} to {lost.rank}"}
-    detail = f"retrieved at rank {lost.rank}, but only {reach} chunk(s) were packed"
-    return {"stage": PACKING, "detail": detail}
+        detail = f"its chunk fell from rank {kept.rank} to {lost.rank}{sizes}"
+        return {"stage": RANKING, "detail": detail}
+    unpacked = f"retrieved at rank {lost.rank}, but only {miss.reach} chunk(s) were packed"
+    if miss.budget and _larger(lost, kept):
+        detail = f"merged into a larger chunk{sizes}: {unpacked}"
+        return {"stage": CHUNKING, "detail": detail, "kind": MERGED}
+    return {"stage": PACKING, "detail": unpacked}
+
+
+def _larger(lost: SpanTrace, kept: SpanTrace) -> bool:
+    """The chunk that hits the span is larger in the miss run (both sizes known)."""
+    if lost.chunk_chars is None or kept.chunk_chars is None:
+        return False
+    return lost.chunk_chars > kept.chunk_chars
+
+
+def _sizes(lost: SpanTrace, kept: SpanTrace) -> str:
+    """`` (its chunk 80 → 400 characters)`` when the sizes are known and differ."""
+    if lost.chunk_chars == kept.chunk_chars or not (lost.chunked and kept.chunked):
+        return ""
+    return f" (its chunk {_chars(kept)} → {_chars(lost)} characters)"
+
+
+def _chars(trace: SpanTrace) -> str:
+    return "split" if trace.chunk_chars is None else str(trace.chunk_chars)
 
 
 def counts(causes: Iterable[Cause]) -> dict[str, int]:

@@ -171,15 +171,18 @@ def score_cases(
     chunks: Sequence[Chunk],
     cfg: EvalConfig,
     access: Mapping[str, Access] | None = None,
+    complete: bool = True,
 ) -> tuple[CaseResult, ...]:
     """One result per case, in order: its retrieved chunks and, for answerable cases, its
     metrics (None for unanswerable cases); with the corpus's ``access`` metadata, its access
-    counts. ``ranked[i]`` is the ranking of ``cases[i]`` and holds indices into ``chunks``."""
+    counts. ``ranked[i]`` is the ranking of ``cases[i]`` and holds indices into ``chunks``;
+    ``complete``: ``chunks`` are the run's complete chunking (else span traces leave the
+    chunk that hits a span unknown)."""
     if len(ranked) != len(cases):
         raise ValueError(f"{len(ranked)} rankings for {len(cases)} cases")
     used, ranked = _retrieved_only(ranked)
     picked = chunk_columns(chunks, used.tolist())  # a chunk table builds no chunk for it
-    metrics, traces = _answerable_metrics(cases, ranked, picked, chunks, cfg)
+    metrics, traces = _answerable_metrics(cases, ranked, picked, chunks if complete else None, cfg)
     retrieved = _retrieved(ranked, picked)
     rows = [[(c.doc, c.start, c.end) for c in r] for r in retrieved] if access else []
     counts = case_access(cases, rows, access or {}, cfg.budgets)
@@ -237,13 +240,13 @@ def _answerable_metrics(
     cases: Sequence[GoldenCase],
     ranked: Sequence[Ranked],
     picked: ChunkColumns,
-    chunks: Sequence[Chunk],
+    chunks: Sequence[Chunk] | None,
     cfg: EvalConfig,
 ) -> tuple[dict[int, dict[str, float]], dict[int, tuple[SpanTrace, ...]]]:
     """Metrics of the answerable cases and their span traces (:mod:`ragsweep.eval.trace`:
-    ``chunks`` is the run's whole chunk table), keyed by their position in ``cases``,
-    computed in one batch (see :mod:`ragsweep.eval.metrics`); the rankings index
-    ``picked``."""
+    ``chunks`` is the run's whole chunk table, None when it is not complete), keyed by
+    their position in ``cases``, computed in one batch (see :mod:`ragsweep.eval.metrics`);
+    the rankings index ``picked``."""
     positions = [i for i, case in enumerate(cases) if case.scored]
     if not positions:
         return {}, {}
@@ -264,8 +267,13 @@ def _answerable_metrics(
     )
     names = list(columns)
     rows = zip(*(columns[name].tolist() for name in names), strict=True)
+    evidence_docs = (doc for row in spans for doc, _, _ in row)
     traces = span_traces(
-        ranked_batch, span_batch, spans, ChunkIntervals.of(chunks), cfg.min_span_overlap
+        ranked_batch,
+        span_batch,
+        spans,
+        ChunkIntervals.of(chunks, evidence_docs) if chunks is not None else None,
+        cfg.min_span_overlap,
     )
     return (
         {i: dict(zip(names, row, strict=True)) for i, row in zip(positions, rows, strict=True)},

@@ -1,5 +1,5 @@
 """Where each evidence span went in one run: the rank of its first hit and the chunk that
-holds it.
+hits it.
 
 A run's ``cases.jsonl`` stores, per answerable case, one :class:`SpanTrace` per evidence
 span (golden order) under ``spans``: ``[rank, chunk_chars]``. ``rank`` is the 1-based rank
@@ -7,14 +7,17 @@ of the first retrieved chunk that hits the span (the hit rule of
 :mod:`ragsweep.eval.relevance`), None when no retrieved chunk does. ``chunk_chars`` is the
 length of the shortest chunk of the run's whole chunk table that hits the span, None when
 none does: a chunk boundary splits the span, so no chunk of this configuration can find
-it. With the per-case ``chunks_used_at_<B>c`` (how many leading chunks a budget packed)
-these say, for a flipped case, which pipeline stage lost the evidence
+it. ``chunk_chars`` is recorded only when the run's chunk table is its complete chunking;
+otherwise (the ``external`` backend without a chunk manifest knows only the chunks its
+rankings name) the row is ``[rank]`` and the chunking stage is not judged. With the
+per-case ``chunks_used_at_<B>c`` (how many leading chunks a budget packed) these say,
+for a flipped case, which pipeline stage lost the evidence
 (:mod:`ragsweep.eval.attribution`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -29,47 +32,59 @@ class SpanTrace(NamedTuple):
 
     rank: int | None
     chunk_chars: int | None
+    chunked: bool = True
+    """False when the run's chunks are not its complete chunking: ``chunk_chars`` unknown."""
 
     @property
     def split(self) -> bool:
-        """True when no chunk of the run holds the span (a chunk boundary splits it)."""
-        return self.chunk_chars is None
+        """True when no chunk of the run hits the span (a chunk boundary splits it)."""
+        return self.chunked and self.chunk_chars is None
 
 
 def traces_to_json(traces: Sequence[SpanTrace]) -> list[list[int | None]]:
-    return [[t.rank, t.chunk_chars] for t in traces]
+    return [[t.rank, t.chunk_chars] if t.chunked else [t.rank] for t in traces]
 
 
 def traces_from_json(value: Any) -> tuple[SpanTrace, ...] | None:
     """The ``spans`` field of a ``cases.jsonl`` row (None: a row written before it)."""
     if value is None:
         return None
-    return tuple(SpanTrace(rank, chars) for rank, chars in value)
+    return tuple(
+        SpanTrace(row[0], row[1]) if len(row) > 1 else SpanTrace(row[0], None, False)
+        for row in value
+    )
 
 
 class ChunkIntervals(NamedTuple):
-    """Every chunk of a run as coded intervals sorted by document: ``codes`` maps document
-    ids to the codes in ``doc``."""
+    """The chunks of a run's evidence documents as coded intervals sorted by document:
+    ``codes`` maps document ids to the codes in ``doc`` (read with ``.get`` only: a chunk
+    table's corpus positions are decoded on use, not copied)."""
 
     doc: np.ndarray
     start: np.ndarray
     end: np.ndarray
-    codes: dict[str, int]
+    codes: Mapping[str, int]
 
     @classmethod
-    def of(cls, chunks: Sequence[Chunk]) -> ChunkIntervals:
-        """A chunk table's spans as they are (no chunk is built), else the chunks' own."""
+    def of(cls, chunks: Sequence[Chunk], docs: Iterable[str]) -> ChunkIntervals:
+        """The chunks of documents ``docs`` (the evidence documents): from a chunk table's
+        spans as they are (no chunk is built, and only those documents' rows are sorted),
+        else from the chunks' own."""
         if isinstance(chunks, ChunkTable):
+            codes: Mapping[str, int] = chunks.doc_positions()
             spans = np.asarray(chunks.spans)
-            doc, start, end = spans[:, 0], spans[:, 1], spans[:, 2]
-            codes = dict(chunks.doc_positions())
+            wanted = np.array([c for c in map(codes.get, set(docs)) if c is not None], np.int64)
+            rows = spans[np.isin(spans[:, 0], wanted)]
+            doc, start, end = rows[:, 0], rows[:, 1], rows[:, 2]
         else:
             codes = codes_of(c.doc for c in chunks)
             doc = np.fromiter((codes[c.doc] for c in chunks), np.int64, len(chunks))
             start = np.fromiter((c.start for c in chunks), np.int64, len(chunks))
             end = np.fromiter((c.end for c in chunks), np.int64, len(chunks))
-        order = np.argsort(doc, kind="stable")
-        return cls(doc[order], start[order], end[order], codes)
+        if len(doc) > 1 and bool((doc[1:] < doc[:-1]).any()):
+            order = np.argsort(doc, kind="stable")
+            doc, start, end = doc[order], start[order], end[order]
+        return cls(doc, start, end, codes)
 
     def holding(self, span: Interval, min_span_overlap: float) -> int | None:
         """The length of the shortest chunk that hits ``span``, None when none does."""
@@ -95,11 +110,12 @@ def span_traces(
     ranked: IntervalBatch,
     spans: IntervalBatch,
     span_rows: Sequence[Sequence[Interval]],
-    chunks: ChunkIntervals,
+    chunks: ChunkIntervals | None,
     min_span_overlap: float,
 ) -> list[tuple[SpanTrace, ...]]:
     """Per case (rows of ``ranked`` and ``spans``, coded alike; ``span_rows`` the same
-    spans as plain intervals) its :class:`SpanTrace` per evidence span."""
+    spans as plain intervals) its :class:`SpanTrace` per evidence span; ``chunks`` None:
+    the run's chunks are not its complete chunking, so ``chunk_chars`` is unknown."""
     hits = span_hits(ranked, spans, min_span_overlap).hits  # (cases, depth, spans)
     found: np.ndarray = np.asarray(hits.any(axis=1))
     first: np.ndarray = np.asarray(hits.argmax(axis=1)) + 1
@@ -107,7 +123,8 @@ def span_traces(
         tuple(
             SpanTrace(
                 int(first[c, s]) if found[c, s] else None,
-                chunks.holding(span, min_span_overlap),
+                chunks.holding(span, min_span_overlap) if chunks is not None else None,
+                chunks is not None,
             )
             for s, span in enumerate(row)
         )

@@ -39,6 +39,7 @@ from ragsweep.eval.metric_keys import N_ANSWERABLE
 from ragsweep.eval.power import PowerAssumptions, power_remark
 from ragsweep.eval.scoring import CaseResult, RetrievedChunk, summarize
 from ragsweep.eval.stats import PairedTest, holm, paired_randomization_test
+from ragsweep.eval.trace import SpanTrace
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.store import LoggedRun, RunStore
 from ragsweep.run.report import markdown_tables, metric_columns
@@ -47,6 +48,8 @@ from ragsweep.run.report import markdown_tables, metric_columns
 # labels, the same documents, and the same relevance rule.
 IDENTITY_TAGS = (tag.GOLDEN_DIGEST, tag.SPLIT, tag.CORPUS_HASH, tag.MIN_SPAN_OVERLAP)
 LATENCY_KEYS = ("latency_ms_p50", "latency_ms_p95")
+UNKNOWN_CHARS = "unknown"
+"""``chunk_chars`` of a span row when the run's chunks are not its complete chunking."""
 
 
 @dataclass(frozen=True)
@@ -448,13 +451,18 @@ def _flipper(
 
 def span_rows(baseline: CaseSide, candidate: CaseSide) -> list[dict[str, Any]]:
     """Per evidence span, its rank, whether it was packed (reached within the cut-off or
-    budget) and the length of the chunk holding it (None: split) in each run; empty when a
-    run did not record span traces."""
+    budget) and the length of the shortest chunk that hits it (None: split, ``unknown``:
+    not recorded) in each run; empty when a
+    run did not record span traces or the runs' case has a different number of evidence
+    spans (the golden case changed: spans cannot be paired, as in
+    :func:`~ragsweep.eval.attribution.explain`)."""
     if baseline.spans is None or candidate.spans is None:
+        return []
+    if len(baseline.spans) != len(candidate.spans):
         return []
     return [
         {
-            run: {"rank": t.rank, "packed": side.reached(t), "chunk_chars": t.chunk_chars}
+            run: {"rank": t.rank, "packed": side.reached(t), "chunk_chars": _chunk_chars(t)}
             for run, side, t in (("baseline", baseline, b), ("candidate", candidate, c))
         }
         for b, c in zip(baseline.spans, candidate.spans, strict=True)
@@ -603,7 +611,15 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def _held(chars: int | None) -> str:
+def _chunk_chars(trace: SpanTrace) -> int | str | None:
+    """The length of the shortest chunk that hits the span, None when split, ``unknown``
+    when the run's chunks are not its complete chunking."""
+    return trace.chunk_chars if trace.chunked else UNKNOWN_CHARS
+
+
+def _held(chars: int | str | None) -> str:
+    if isinstance(chars, str):
+        return chars
     return "split" if chars is None else f"{chars} chars"
 
 

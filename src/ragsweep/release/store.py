@@ -84,6 +84,7 @@ class RunStore:
             )
         self.uri = uri
         self.client = open_client(uri)  # a local store is opened under its store lock
+        self._cases_texts: dict[str, str] = {}  # cases.jsonl read by cases(), for questions()
 
     def get(self, run_id: str) -> LoggedRun:
         """The run ``run_id``, or a RunLookupError naming the store (an empty id too)."""
@@ -134,8 +135,10 @@ class RunStore:
         return data
 
     def cases(self, run_id: str) -> tuple[CaseResult, ...]:
-        """The run's per-case results from its ``cases.jsonl`` artifact, in file order."""
+        """The run's per-case results from its ``cases.jsonl`` artifact, in file order (the
+        text is kept for :meth:`questions`, which then fetches nothing)."""
         text = self._artifact_text(run_id, CASES_FILE)
+        self._cases_texts[run_id] = text
         try:
             return cases_from_jsonl(text, f"{CASES_FILE} of run {run_id}")
         except ValueError as exc:
@@ -144,7 +147,7 @@ class RunStore:
     def questions(self, run_id: str) -> dict[str, str]:
         """Case id → question, from the run's ``cases.jsonl`` artifact (the question as the
         run's case table keeps it: cut to 150 characters)."""
-        text = self._artifact_text(run_id, CASES_FILE)
+        text = self._cases_texts.get(run_id) or self._artifact_text(run_id, CASES_FILE)
         rows = (json.loads(line) for line in jsonl_lines(text) if line.strip())
         return {row["id"]: row["question"] for row in rows if row.get("question") is not None}
 

@@ -26,6 +26,7 @@ from rich.console import Console
 from ragsweep.cache.stage import StageCache
 from ragsweep.chunk.chunkers import Chunk
 from ragsweep.chunk.table import ChunkTable, rows_of
+from ragsweep.config.schema import EmbeddingConfig
 from ragsweep.core import tags as tag
 from ragsweep.core.atomic import run_dir_errors
 from ragsweep.core.errors import ConfigError
@@ -291,6 +292,13 @@ def resolved_positions(built: BuiltIndex) -> Mapping[str, int]:
     return positions
 
 
+def complete_chunking(built: BuiltIndex, embedding: EmbeddingConfig) -> bool:
+    """Whether the run's chunks are its complete chunking: a backend bringing its own
+    chunks says so (``complete_chunks``); chunks cut by ``chunking`` always are."""
+    complete = getattr(built.backend, "complete_chunks", None)
+    return True if complete is None else bool(complete(embedding))
+
+
 def evaluate_cases(
     cases: Sequence[GoldenCase],
     built: BuiltIndex,
@@ -344,7 +352,9 @@ def evaluate_cases(
     if uses_parents(cfg.retrieval):
         chunks, ranked = parent_rankings(ranked, built.chunks, corpus, cfg.retrieval)
     with gc_paused():
-        results = score_cases(cases, ranked, chunks, cfg.eval, access)
+        # parents are not the run's chunking: traces then leave the chunk that hits unknown
+        complete = complete_chunking(built, cfg.embedding) and not uses_parents(cfg.retrieval)
+        results = score_cases(cases, ranked, chunks, cfg.eval, access, complete)
     check_retrieved(results, cases, corpus, flt, cfg.embedding.backend)
     retrieved = retrieved_chunks(chunks, ranked)
     return results, {**stage_latency(ranked), **index_metrics}, retrieved

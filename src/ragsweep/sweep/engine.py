@@ -239,9 +239,11 @@ class SweepRun:
 
     def _skip_axis(self, number: int, axis: Axis, missing: Sequence[str]) -> None:
         """An axis over keys that only another choice brings in (``embedding.options.alpha``
-        when a hybrid was not chosen) is skipped, with a note (and in the result)."""
+        when a hybrid was not chosen) is skipped, with a note (and in the result, once
+        however many passes skip it)."""
         skipped = SkippedAxis(number, axis, tuple(missing))
-        self.state.skipped.append(skipped)
+        if all(s.number != number for s in self.state.skipped):
+            self.state.skipped.append(skipped)
         say(
             self.console,
             f"axis {number}/{len(self.spec.axes)} {axis.label}: skipped: {skipped.reason}",

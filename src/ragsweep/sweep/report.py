@@ -109,7 +109,7 @@ def table_rows(result: SweepResult) -> list[list[list[str]]]:
     for order, axis_result in enumerate(result.axes, start=1):
         number = axis_result.number
         multi = " (multi-factor)" if axis_result.other_factors else ""
-        again = f" (pass {axis_result.pass_number})" if axis_result.pass_number > 1 else ""
+        again = axis_result.again
         label = f"{number}. {axis_result.axis.label}{multi}{again}"
         rows = [[label, *[""] * (len(COLUMNS) - 1)]]
         for index, trial in enumerate(axis_result.trials):
@@ -236,7 +236,8 @@ def _attribution_lines(result: SweepResult) -> list[str]:
         ]
         if parts and hit is not None and axis_result.best is not None:
             lines.append(
-                f"axis {axis_result.number} ({axis_result.axis.label}): {hit.name} lost against "
+                f"axis {axis_result.number} ({axis_result.axis.label}){axis_result.again}: "
+                f"{hit.name} lost against "
                 f"{axis_result.best.point.label}, by stage: {'; '.join(parts)}"
             )
     return lines

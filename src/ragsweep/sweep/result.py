@@ -90,6 +90,12 @@ class AxisResult:
     def best(self) -> Trial | None:
         return None if self.chosen is None else self.trials[self.chosen]
 
+    @property
+    def again(self) -> str:
+        """`` (pass k)`` for an axis decided in a later pass (k > 1), else empty: what
+        tables and notes add to its number."""
+        return f" (pass {self.pass_number})" if self.pass_number > 1 else ""
+
     def label(self, index: int | None) -> str | None:
         """The value label of trial ``index`` (None for None)."""
         return None if index is None else self.trials[index].point.label

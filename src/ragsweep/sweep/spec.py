@@ -236,9 +236,15 @@ class SweepSpec:
             "resamples": self.resamples,
             "seed": self.seed,
             "adjust": self.adjust,
-            "strategy": self.strategy,
-            "max_passes": self.passes,
+            **self._strategy_plan(),
         }
+
+    def _strategy_plan(self) -> dict[str, Any]:
+        """``strategy`` and ``max_passes`` for :meth:`plan`, left out for the default
+        strategy so sweeps started before they existed keep their resume identity."""
+        if self.strategy == DEFAULT_STRATEGY:  # one pass, whatever max_passes says
+            return {}
+        return {"strategy": self.strategy, "max_passes": self.passes}
 
     def params(self) -> dict[str, str]:
         """The sweep file as flat MLflow params of the parent run."""
