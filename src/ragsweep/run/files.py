@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,10 +31,11 @@ from ragsweep.chunk import views as chunk_views
 from ragsweep.chunk.chunkers import Chunk
 from ragsweep.chunk.views import ChunkRows, chunk_ids
 from ragsweep.config.schema import EvalConfig
-from ragsweep.core import atomic, hashing
+from ragsweep.core import atomic, hashing, jsonline
 from ragsweep.core.atomic import atomic_writer, write_bytes_atomic, write_text_atomic
 from ragsweep.core.errors import CacheError
 from ragsweep.core.hashing import sha256_json, sha256_text, source_digest
+from ragsweep.core.jsonline import json_line
 from ragsweep.core.names import CASES_FILE, CHUNKS_FILE, TABLE_FILE
 from ragsweep.data.corpus import Corpus
 from ragsweep.data.golden import GoldenCase
@@ -154,10 +156,10 @@ def _encode_case_files(
             run.cases, run.results, _top_texts(retrieved, run.results), strict=True
         )
     ]
-    write_jsonl(
+    write_lines(
         folder / CASES_FILE,
         (
-            {**r.to_json(), **f, **extras.get(r.id, {})}
+            json_line({**r.to_json(), **f, **extras.get(r.id, {})}, _finite(r, extras))
             for r, f in zip(run.results, fields, strict=True)
         ),
     )
@@ -195,6 +197,14 @@ def cases_key(scores_key: str) -> str:
     encodes and writes them (this module, :mod:`ragsweep.eval.case_table` is in the scores
     key, :mod:`ragsweep.core.hashing` and :mod:`ragsweep.core.atomic`)."""
     return sha256_json({"scores": scores_key, "writer": _writer_digest()})
+
+
+def _finite(result: CaseResult, extras: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether every float of ``result``'s ``cases.jsonl`` row is finite (its metrics, scores
+    and latency; the case fields hold none), so :func:`~ragsweep.core.jsonline.json_line` may
+    use orjson: a row with ``extras`` (a judge's) is not checked, so it is not."""
+    total = result.seconds + sum(r.score for r in result.retrieved)
+    return not extras and math.isfinite(total + sum((result.metrics or {}).values()))
 
 
 def _top_texts(chunks: Sequence[Chunk], results: Sequence[CaseResult]) -> list[str | None]:
@@ -261,7 +271,7 @@ def lines_key(chunk_set: str, rows: np.ndarray) -> str:
 
 @functools.cache
 def _writer_digest() -> str:
-    return source_digest(sys.modules[__name__], hashing, chunk_table, chunk_views, atomic)
+    return source_digest(sys.modules[__name__], hashing, jsonline, chunk_table, chunk_views, atomic)
 
 
 def chunk_row(chunk: Chunk) -> dict[str, Any]:
