@@ -16,7 +16,7 @@ from ragsweep.eval.scoring import CaseResult, RetrievedChunk, Summary
 from ragsweep.eval.uncertainty import Bootstrap, Bounds
 from ragsweep.run.config import resolve
 from ragsweep.run.pipeline import RunResult, run_evaluation
-from ragsweep.run.scored import SCORES_STAGE, decode_scored, encode_scored
+from ragsweep.run.scored import SCORES_STAGE, decode_scored, encode_scored, load_json
 from tests.conftest import ComposeFn
 
 FILES = (
@@ -105,7 +105,7 @@ def test_a_damaged_or_foreign_entry_is_scored_again(
     ).read_bytes()
 
 
-@pytest.mark.parametrize("value", [0.1 + 0.2, 5e-06, 1e-300, float("inf"), -0.0])
+@pytest.mark.parametrize("value", [0.1 + 0.2, 5e-06, 1e-300, 5e-324, float("inf"), -0.0])
 def test_the_entry_keeps_every_float(value: float) -> None:
     results = (
         CaseResult(
@@ -129,5 +129,5 @@ def test_the_entry_keeps_every_float(value: float) -> None:
         5,
         {"x": 1},
     )
-    stored = json.loads(json.dumps(encode_scored(results, summary)))
+    stored = load_json(json.dumps(encode_scored(results, summary)).encode())
     assert decode_scored(stored) == (results, summary)

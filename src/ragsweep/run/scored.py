@@ -18,10 +18,12 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from itertools import starmap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from ragsweep.cache.entries import write_json
 from ragsweep.cache.stage import StageCache
@@ -44,11 +46,13 @@ _DATA = "scored.json"
 def rankings_digest(ranked: Sequence[Ranked]) -> str:
     """sha256 of every ranking as scored: chunk indices, scores, search seconds and stage
     times, in case order (reranked rankings included: they are what is scored)."""
-    digest = hashlib.sha256()
-    for r in ranked:
-        digest.update(np.ascontiguousarray(r.indices, dtype="<i8").tobytes())
-        digest.update(np.ascontiguousarray(r.scores, dtype="<f8").tobytes())
-        digest.update(json.dumps([r.seconds, r.stages, len(r.indices)]).encode())
+    empty = np.empty(0)
+    indices = np.concatenate([r.indices for r in ranked] or [empty]).astype("<i8")
+    scores = np.concatenate([r.scores for r in ranked] or [empty]).astype("<f8")
+    digest = hashlib.sha256(indices.tobytes())
+    digest.update(scores.tobytes())
+    rest = [[len(r.indices), r.seconds, r.stages] for r in ranked]
+    digest.update(json.dumps(rest, separators=(",", ":")).encode())
     return digest.hexdigest()
 
 
@@ -112,7 +116,7 @@ def cached_scores(
     def load(folder: Path) -> tuple[tuple[CaseResult, ...], Summary]:
         if computed:
             return computed[0]
-        results, summary = decode_scored(json.loads((folder / _DATA).read_bytes()))
+        results, summary = decode_scored(load_json((folder / _DATA).read_bytes()))
         if [r.id for r in results] != [c.id for c in cases]:
             raise ValueError("the stored results are not those of the run's cases")
         return results, summary
@@ -121,6 +125,15 @@ def cached_scores(
 
 
 # --- the entry's JSON -----------------------------------------------------------------
+
+
+def load_json(data: bytes) -> Any:
+    """The JSON value of ``data``, by orjson (~3x faster), or by the standard library when
+    it holds what only the standard library reads (``NaN``, ``Infinity``)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def encode_scored(results: Sequence[CaseResult], summary: Summary) -> dict[str, Any]:
@@ -166,7 +179,7 @@ def decode_scored(value: Mapping[str, Any]) -> tuple[tuple[CaseResult, ...], Sum
             split=row[2],
             answerable=row[3],
             metrics=row[4],
-            retrieved=tuple(RetrievedChunk(*chunk) for chunk in zip(*row[5], strict=True)),
+            retrieved=tuple(starmap(RetrievedChunk, zip(*row[5], strict=True))),
             seconds=row[6],
         )
         for row in value["results"]
