@@ -1,9 +1,15 @@
-"""json_line writes the standard library's characters, through orjson where it can."""
+"""json_line writes the standard library's characters, through orjson where it can; canonical
+JSON (cache keys) is the same through the fast path of plain values."""
 
 from __future__ import annotations
 
+from enum import Enum
+from pathlib import Path
+from typing import NamedTuple
+
 import pytest
 
+from ragsweep.core.hashing import canonical_json
 from ragsweep.core.jsonline import STDLIB_LINE, json_line
 
 
@@ -25,3 +31,23 @@ def test_the_same_characters_as_the_standard_library(value: object) -> None:
 def test_non_finite_floats_are_left_to_the_standard_library() -> None:
     value = {"m": [float("nan"), float("inf")]}
     assert json_line(value, finite=False) == '{"m":[NaN,Infinity]}\n'
+
+
+class Colour(str, Enum):
+    RED = "red"
+
+
+class Pair(NamedTuple):
+    left: int
+    right: float
+
+
+def test_canonical_json_of_plain_and_other_values() -> None:
+    """The exact-type fast path of hashing._plain gives what the general checks give."""
+    value = {
+        "b": [1, 1.0, 0.5, True, None, "s", ("t", [2])],
+        "a": {"colour": Colour.RED, "pair": Pair(1, 2.0), "path": Path("x/y")},
+    }
+    assert canonical_json(value) == (
+        '{"a":{"colour":"red","pair":[1,2.0],"path":"x/y"},"b":[1,1.0,0.5,true,null,"s",["t",[2]]]}'
+    )
