@@ -88,6 +88,13 @@ def naive_loop() -> dict[str, Any]:
             ]
             scores.append(sum(covered) / len(covered))
         recalls[f"{size}/{overlap}"] = round(float(np.mean(scores)), 4)
+        print(
+            json.dumps(
+                {"naive_config": f"{size}/{overlap}", "at": round(time.perf_counter() - started, 1)}
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
     return {"wall_seconds": round(time.perf_counter() - started, 2), "recall_at_5": recalls}
 
 
@@ -117,34 +124,40 @@ def sweep(checkout: Path, work: Path, cache: Path) -> float:
     return round(wall, 2)
 
 
-def compare(checkouts: dict[str, Path], repeats: int, naive: bool) -> dict[str, Any]:
-    """The first checkout's grid on an empty cache (cold), then every checkout's grid on
-    that cache ``repeats`` times, alternating (warm: a checkout whose code reads the cache
-    differently misses its own entries once: the median of three leaves that out), then the
-    naive loop."""
-    results: dict[str, Any] = {name: {"warm": []} for name in checkouts}
+def report(**figure: Any) -> None:
+    """One measurement as a JSON line on stdout, at once (a long run can be read as it goes)."""
+    print(json.dumps(figure), flush=True)
+
+
+def compare(checkouts: dict[str, Path], repeats: int, naive: bool, cache: Path | None) -> None:
+    """The first checkout's grid on the cache (``cache``, else an empty one: cold), then
+    every checkout's grid on that cache ``repeats`` times, alternating (warm: a checkout
+    whose code reads the cache differently misses its own entries once: the median leaves
+    that out), then the naive loop."""
+    walls: dict[str, list[float]] = {name: [] for name in checkouts}
     with tempfile.TemporaryDirectory(prefix="bench31-") as tmp:
-        cache = Path(tmp) / "cache"
-        first = next(iter(checkouts))
+        store = cache or Path(tmp) / "cache"
         work = {name: Path(tmp) / name for name in checkouts}
         for folder in work.values():
             folder.mkdir()
-        results[first]["cold"] = sweep(checkouts[first], work[first], cache)
+        first = next(iter(checkouts))
+        cold = cache is None or not cache.exists()
+        report(
+            checkout=first,
+            run="cold" if cold else "first",
+            wall=sweep(checkouts[first], work[first], store),
+        )
         for _ in range(repeats):
             for name, checkout in checkouts.items():
-                results[name]["warm"].append(sweep(checkout, work[name], cache))
+                walls[name].append(sweep(checkout, work[name], store))
+                report(checkout=name, run="warm", wall=walls[name][-1])
     for name in checkouts:
-        results[name]["warm_median"] = statistics.median(results[name]["warm"])
+        report(checkout=name, run="warm median", wall=statistics.median(walls[name]))
     if naive:
         done = subprocess.run(
             [sys.executable, __file__, "naive"], capture_output=True, text=True, check=True
         )
-        results["naive"] = json.loads(done.stdout.strip().splitlines()[-1])
-        naive_wall = results["naive"]["wall_seconds"]
-        for name in checkouts:
-            results[name]["warm_vs_naive"] = round(naive_wall / results[name]["warm_median"], 1)
-        results[first]["cold_vs_naive"] = round(naive_wall / results[first]["cold"], 2)
-    return results
+        print(done.stdout.strip().splitlines()[-1], flush=True)
 
 
 def main() -> None:
@@ -153,12 +166,13 @@ def main() -> None:
     parser.add_argument("--other", type=Path, help="another checkout (e.g. main) to compare")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-naive", action="store_true", help="leave the naive loop out")
+    parser.add_argument("--cache", type=Path, help="a cache folder to keep (default: a new one)")
     args = parser.parse_args()
     if args.mode == "naive":
         print(json.dumps(naive_loop()))
         return
     checkouts = {"this": REPO, **({"other": args.other.resolve()} if args.other else {})}
-    print(json.dumps(compare(checkouts, args.repeats, not args.no_naive), indent=2))
+    compare(checkouts, args.repeats, not args.no_naive, args.cache)
 
 
 if __name__ == "__main__":
