@@ -18,7 +18,6 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from itertools import starmap
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +171,7 @@ def encode_scored(results: Sequence[CaseResult], summary: Summary) -> dict[str, 
 def decode_scored(value: Mapping[str, Any]) -> tuple[tuple[CaseResult, ...], Summary]:
     """Inverse of :func:`encode_scored`. Raises KeyError, TypeError or ValueError on a value
     it did not write (the cache then treats the entry as corrupt)."""
+    make_chunk = RetrievedChunk._make  # tuple.__new__: no Python-level __new__ per chunk
     results = tuple(
         CaseResult(
             id=row[0],
@@ -179,7 +179,7 @@ def decode_scored(value: Mapping[str, Any]) -> tuple[tuple[CaseResult, ...], Sum
             split=row[2],
             answerable=row[3],
             metrics=row[4],
-            retrieved=tuple(starmap(RetrievedChunk, zip(*row[5], strict=True))),
+            retrieved=tuple(map(make_chunk, zip(*row[5], strict=True))),
             seconds=row[6],
         )
         for row in value["results"]
