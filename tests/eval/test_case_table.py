@@ -329,6 +329,7 @@ def test_a_top_chunk_whose_id_is_not_its_location_keeps_its_id() -> None:
     assert stored == {
         "id": "q1",
         "split": "tuning",
+        "origin": "hand",
         "metrics": {"hit_at_1": 1.0, "mrr": 1.0},
         "latency_ms": 2.0,
         "top_chunk_id": "ext-17",

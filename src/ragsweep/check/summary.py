@@ -82,7 +82,7 @@ def _golden_lines(golden: GoldenSet) -> list[str]:
 def _power(golden: GoldenSet) -> list[str]:
     """Per split, the smallest difference a paired test detects on its answerable cases
     (:mod:`ragsweep.eval.power`), and a warning for a split that detects none."""
-    answerable = Counter(case.split for case in golden.cases if case.answerable)
+    answerable = Counter(case.split for case in golden.cases if case.scored)
     assumptions = PowerAssumptions()
     figures = []
     for split in SPLITS:

@@ -29,6 +29,11 @@ class PrepareTrackingStore(Callback):
     A store that cannot be reached or created fails the launch (``error: ...``, exit status
     2) instead of failing every job after its work. Hydra turns an exception raised by a
     callback into a warning, so the error ends the process here.
+
+    A sweep file's multirun (``-m sweep=NAME``) is the exception: the sweep engine prepares
+    the store itself, once it has checked the axes and read the golden set and the corpus
+    (:meth:`ragsweep.sweep.engine.SweepRun.run`), so that broken inputs are refused in
+    seconds, before a store is created or migrated. Only the cheap checks run here.
     """
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -41,7 +46,7 @@ class PrepareTrackingStore(Callback):
         with _exit_on_error():
             cfg = tracking_settings(config)
             check_writable(cfg)
-            if cfg.enabled:
+            if cfg.enabled and not _sweep_name(config):
                 prepare_store(cfg)
             check_parent_run(cfg)
 
@@ -76,7 +81,7 @@ class RejectSecretKeys(Callback):
 
 def _check_sweep_file(config: DictConfig) -> None:
     """Refuse secrets in the sweep file ``hydra.sweeper.sweep`` names, then validate it."""
-    name = OmegaConf.select(config, "hydra.sweeper.sweep")
+    name = _sweep_name(config)
     if not name:
         return
     folder = Path(str(OmegaConf.select(config, "hydra.sweeper.sweeps_dir") or "sweeps"))
@@ -86,6 +91,11 @@ def _check_sweep_file(config: DictConfig) -> None:
     if found:
         raise SweepFileError(refusal(found, f"in the sweep file {path}"))
     load_sweep(path)
+
+
+def _sweep_name(config: DictConfig) -> str:
+    """The sweep file a multirun sweeps (``-m sweep=NAME``), or "" for a plain grid."""
+    return str(OmegaConf.select(config, "hydra.sweeper.sweep") or "")
 
 
 def _reject_secrets(config: DictConfig) -> None:

@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 import yaml
 
 from ragsweep.core.errors import ConfigError, RagsweepError
-from ragsweep.core.names import HOLDOUT, SPLITS, TUNING
+from ragsweep.core.names import ACL_MODES, ACL_PRE, HOLDOUT, SPLITS, TUNING
+from ragsweep.core.registry import did_you_mean
 
 C = TypeVar("C")
 
@@ -316,13 +317,23 @@ class EmbeddingConfig:
 
 @dataclass(frozen=True)
 class RetrievalConfig:
-    """How many chunks are retrieved per question and whether a case's scope is enforced."""
+    """How many chunks are retrieved per question, whether a case's scope is enforced, how
+    document access is enforced (``acl``, docs/retrieval.md "Document access") and whether
+    superseded documents are left out (``latest_only``). The last two are hashed only when
+    set away from their defaults, so configurations that do not set them keep their hash."""
 
     top_k: int | None = None
     respect_scope: bool = True
+    acl: str = hashed_unless_default(ACL_PRE)
+    latest_only: bool = hashed_unless_default(False)
 
     def __post_init__(self) -> None:
         _require(self.top_k is None or self.top_k > 0, f"retrieval.top_k={self.top_k} must be > 0")
+        _require(
+            self.acl in ACL_MODES,
+            f"retrieval.acl={self.acl!r} is not one of: {', '.join(ACL_MODES)}"
+            f"{did_you_mean(self.acl, ACL_MODES)}",
+        )
 
 
 @dataclass(frozen=True)

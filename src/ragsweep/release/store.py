@@ -8,6 +8,7 @@ project's ``tracking`` config), never one named inside an old run's config.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from ragsweep.config.app import compose, plain_config
 from ragsweep.config.schema import TrackingConfig, from_mapping
 from ragsweep.core import tags as tag
 from ragsweep.core.names import CASES_FILE, FINISHED
+from ragsweep.data.corpus import jsonl_lines
 from ragsweep.eval.scoring import CaseResult, cases_from_jsonl
 from ragsweep.release.errors import EMPTY_RUN_ID, RunLookupError
 from ragsweep.run.metrics import BY_TYPE_FILE, FIGURES_FILE, by_type_figures, read_figures
@@ -138,6 +140,13 @@ class RunStore:
             return cases_from_jsonl(text, f"{CASES_FILE} of run {run_id}")
         except ValueError as exc:
             raise RunLookupError(str(exc)) from exc
+
+    def questions(self, run_id: str) -> dict[str, str]:
+        """Case id → question, from the run's ``cases.jsonl`` artifact (the question as the
+        run's case table keeps it: cut to 150 characters)."""
+        text = self._artifact_text(run_id, CASES_FILE)
+        rows = (json.loads(line) for line in jsonl_lines(text) if line.strip())
+        return {row["id"]: row["question"] for row in rows if row.get("question") is not None}
 
     def search(self, filter_string: str, limit: int | None = None) -> list[LoggedRun]:
         """Runs of every experiment (deleted ones included) matching ``filter_string``,

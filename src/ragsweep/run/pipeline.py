@@ -44,6 +44,7 @@ from ragsweep.eval.scoring import (
     score_cases,
     summarize,
 )
+from ragsweep.index.acl import AccessFilter
 from ragsweep.index.backends import BACKENDS, Backend
 from ragsweep.index.base import (
     Index,
@@ -69,6 +70,7 @@ from ragsweep.index.stages import (
 )
 from ragsweep.judge import JudgeOutcome, prepare_judge
 from ragsweep.run.config import ResolvedConfig, select_cases
+from ragsweep.run.contracts import check_retrieved
 from ragsweep.run.describe import CHUNKING, STEPS, describe
 from ragsweep.run.files import RunCases, StoredCases, StoredLines, write_artifacts
 from ragsweep.run.inputs import check_sweep_inputs
@@ -306,24 +308,28 @@ def evaluate_cases(
     built: BuiltIndex,
     resolved: ResolvedConfig,
     cache: StageCache,
+    corpus: Corpus,
     inputs: Mapping[str, Any],
 ) -> Scored:
     """Retrieve for every case (within its scope when enforced), score it and summarize.
     Rankings come from the cache when these queries already ran on this index, and the
-    scored result when these rankings were scored with the same ``inputs`` (golden set and
-    corpus: :func:`~ragsweep.run.scored.golden_inputs`) and settings
-    (:mod:`ragsweep.run.scored`)."""
-    cfg, preprocessor = resolved.cfg, resolved.preprocessor
+    scored result when these rankings were scored with the same ``inputs`` (golden cases,
+    golden set and corpus: :func:`~ragsweep.run.scored.golden_inputs`) and settings
+    (:mod:`ragsweep.run.scored`). ``corpus``: whose access metadata filters and counts,
+    and whose ids the rankings are checked against (:mod:`ragsweep.run.contracts`)."""
+    cfg, preprocessor, access = resolved.cfg, resolved.preprocessor, corpus.access
     respect = cfg.retrieval.respect_scope
     texts_only = make_queries(cases, preprocessor, lambda scope: None)
     positions = resolved_positions(built) if respect else {}
-    scopes = [scope_key(c.scope, positions) if respect else None for c in cases]
+    masker = functools.cache(lambda: chunk_scope_masker(built.chunks))
+    flt = AccessFilter(access, cfg.retrieval, lambda docs: masker()(docs), len(built.chunks))
+    scopes = [flt.scope_key(scope_key(c.scope, positions) if respect else None, c) for c in cases]
 
     @functools.cache
     def queries() -> list[Query]:  # with their scope masks: only a search needs them
         if not respect:
             return texts_only
-        return make_queries(cases, preprocessor, chunk_scope_masker(built.chunks))
+        return make_queries(cases, preprocessor, masker())
 
     depth = cfg.rerank.depth(cfg.top_k)  # a reranker rescores more than the run keeps
     ranked = cached_rankings(
@@ -332,7 +338,9 @@ def evaluate_cases(
         texts_only,
         preprocessor.identity,
         depth,
-        lambda index: retrieve(queries(), index, preprocessor.identity, depth),
+        lambda index: flt.search(
+            lambda qs, at: retrieve(qs, index, preprocessor.identity, at), queries(), cases, depth
+        ),
         cache,
         built.chunks,
     )
@@ -346,11 +354,12 @@ def evaluate_cases(
 
     def score() -> tuple[tuple[CaseResult, ...], Summary]:
         with gc_paused():
-            results = score_cases(cases, ranked, built.chunks, cfg.eval)
+            results = score_cases(cases, ranked, built.chunks, cfg.eval, access)
         return results, summarize(results, cfg.eval, cfg.top_k)
 
     key = scores_key(ranked, built.chunk_set, inputs, cfg.eval, cfg.top_k)
     results, summary = cached_scores(cache, key, cases, score)
+    check_retrieved(results, cases, corpus, flt, cfg.embedding.backend)
     summary = replace(summary, extra={**summary.extra, **stage_latency(ranked), **index_metrics})
     return Scored(results, summary, retrieved_chunks(built.chunks, ranked), key)
 
@@ -397,7 +406,7 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
     built = build_index(resolved, corpus, cache, timer)
     inputs = golden_inputs(golden.digest, cfg.golden, corpus.content_hash())
     with timer.stage(EVAL_SECONDS):
-        scored = evaluate_cases(cases, built, resolved, cache, inputs)
+        scored = evaluate_cases(cases, built, resolved, cache, corpus, inputs)
     results, summary, retrieved = scored.results, scored.summary, scored.retrieved
     judged = None
     if judge is not None:

@@ -31,6 +31,7 @@ from ragsweep.sweep.select import (
     DEFAULT_RESAMPLES,
     DecisionSettings,
 )
+from ragsweep.sweep.strategy import DEFAULT_MAX_PASSES, DEFAULT_STRATEGY, STRATEGIES
 
 DIRECTIONS = ("maximize", "minimize")
 # Baseline keys the sweeper sets itself.
@@ -144,6 +145,8 @@ class SweepFile:
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
     adjust: str = DEFAULT_ADJUSTMENT
+    strategy: str = DEFAULT_STRATEGY
+    max_passes: int = DEFAULT_MAX_PASSES
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,9 @@ class SweepSpec:
     ``direction`` is the objective measure's own (``maximize`` for higher-is-better);
     ``decision`` names a rule of ``select.DECISIONS``; ``alpha`` is the two-sided level of
     the paired test, ``resamples`` and ``seed`` those of the test and its interval;
-    ``adjust`` the family-wise adjustment of the p-values (:mod:`ragsweep.sweep.family`)."""
+    ``adjust`` the family-wise adjustment of the p-values (:mod:`ragsweep.sweep.family`);
+    ``strategy`` and ``max_passes`` how many passes over the axes it may make
+    (:mod:`ragsweep.sweep.strategy`)."""
 
     name: str
     path: Path
@@ -167,16 +172,24 @@ class SweepSpec:
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
     adjust: str = DEFAULT_ADJUSTMENT
+    strategy: str = DEFAULT_STRATEGY
+    max_passes: int = DEFAULT_MAX_PASSES
 
     @property
     def measure(self) -> Measure:
         return measures.parse(self.objective)
 
     @property
+    def passes(self) -> int:
+        """The most passes over the axes the strategy makes."""
+        return STRATEGIES.get(self.strategy).passes(self.max_passes)
+
+    @property
     def family_size(self) -> int:
         """The values the sweep's family-wise adjustment counts: every value of every axis
-        (an axis compares at most its values with the value to beat)."""
-        return sum(len(axis.points()) for axis in self.axes)
+        (an axis compares at most its values with the value to beat), once per pass the
+        strategy may make."""
+        return sum(len(axis.points()) for axis in self.axes) * self.passes
 
     @property
     def settings(self) -> DecisionSettings:
@@ -205,6 +218,8 @@ class SweepSpec:
             "resamples": self.resamples,
             "seed": self.seed,
             "adjust": self.adjust,
+            "strategy": self.strategy,
+            "max_passes": self.passes,
         }
 
     def params(self) -> dict[str, str]:
@@ -221,6 +236,8 @@ class SweepSpec:
             "sweep.seed": str(self.seed),
             "sweep.adjust": self.adjust,
             "sweep.family_size": str(self.family_size),
+            "sweep.strategy": self.strategy,
+            "sweep.max_passes": str(self.passes),
         }
         params.update({f"sweep.baseline.{k.lstrip('+')}": v for k, v in self.baseline})
         for number, axis in enumerate(self.axes, start=1):
@@ -300,6 +317,8 @@ def _build(raw: SweepFile, path: Path) -> SweepSpec:
         resamples=raw.resamples,
         seed=raw.seed,
         adjust=raw.adjust,
+        strategy=raw.strategy,
+        max_passes=raw.max_passes,
     )
 
 
@@ -307,11 +326,13 @@ def _check_decision(raw: SweepFile) -> None:
     """The decision rule and its settings (``decision``, ``alpha``, ``resamples``, ...)."""
     DECISIONS.get(raw.decision)  # an unknown rule: the rules and the closest name
     ADJUSTMENTS.get(raw.adjust)
+    STRATEGIES.get(raw.strategy)
     checks = (
         (raw.min_improvement >= 0, "min_improvement", ">= 0"),
         (0.0 < raw.alpha < 1.0, "alpha", "in (0, 1), e.g. 0.05"),
         (raw.resamples >= 1, "resamples", ">= 1"),
         (raw.seed >= 0, "seed", ">= 0"),
+        (raw.max_passes >= 1, "max_passes", ">= 1"),
     )
     check_all("sweep", raw, checks)
 
