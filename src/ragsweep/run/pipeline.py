@@ -404,7 +404,7 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
         with timer.stage(STORE_SECONDS):
             prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
     built = build_index(resolved, corpus, cache, timer)
-    inputs = golden_inputs(golden.digest, cfg.golden, corpus.content_hash())
+    inputs = golden_inputs(cases, golden.digest, cfg.golden, corpus.content_hash())
     with timer.stage(EVAL_SECONDS):
         scored = evaluate_cases(cases, built, resolved, cache, corpus, inputs)
     results, summary, retrieved = scored.results, scored.summary, scored.retrieved

@@ -13,10 +13,13 @@ again (docs/caching.md, "Scored results").
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
 import sys
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,10 +33,10 @@ from ragsweep.chunk import table as chunk_table
 from ragsweep.chunk import views as chunk_views
 from ragsweep.config.schema import EvalConfig, GoldenConfig, result_fields
 from ragsweep.core.hashing import sha256_file, sha256_json, sha256_parts, source_digest
+from ragsweep.data import access, golden, quotes, splits
 from ragsweep.data.golden import GoldenCase
 from ragsweep.eval import scoring
-from ragsweep.eval.scoring import CaseResult, RetrievedChunk, Summary
-from ragsweep.eval.uncertainty import Bootstrap, Bounds
+from ragsweep.eval.scoring import CaseResult, Summary
 from ragsweep.index.base import Ranked
 
 SCORES_STAGE = "scores"
@@ -83,18 +86,37 @@ def scores_key(
     )
 
 
-def golden_inputs(golden_digest: str, golden_cfg: GoldenConfig, corpus_hash: str) -> dict[str, Any]:
-    """The golden set's part of :func:`scores_key`: its file's bytes, how it is read
-    (split assignment) and the corpus its quotes and evidence are resolved against."""
-    return {"golden": golden_digest, "config": result_fields(golden_cfg), "corpus": corpus_hash}
+def golden_inputs(
+    cases: Sequence[GoldenCase], golden_digest: str, golden_cfg: GoldenConfig, corpus_hash: str
+) -> dict[str, Any]:
+    """The golden set's part of :func:`scores_key`: the selected cases themselves (every
+    field of every case, as parsed: evidence spans, scope, principal, origin, type, split,
+    question...), its file's bytes, how it is read (split assignment) and the corpus its
+    quotes and evidence are resolved against (texts and access metadata). Keying on the
+    parsed cases covers a change in the parsing code or a field added to
+    :class:`~ragsweep.data.golden.GoldenCase`; :func:`scoring_digest` covers the parsing
+    code as well."""
+    return {
+        "cases": sha256_json(list(cases)),
+        "golden": golden_digest,
+        "config": result_fields(golden_cfg),
+        "corpus": corpus_hash,
+    }
 
 
 @functools.cache
 def scoring_digest() -> str:
-    """Digest of the code that scores and summarizes (see :func:`scores_key`)."""
+    """Digest of the code that scores and summarizes (see :func:`scores_key`) and of the
+    code that reads the golden set and access metadata (``data/golden*.py``,
+    ``data/quotes.py``, ``data/splits.py``, ``data/access.py``), as
+    :mod:`ragsweep.data.corpus_cache` keys on the corpus parser; numpy's version, since
+    the intervals' resamples come from its ``Generator.integers``."""
     package = sorted(Path(scoring.__file__).parent.glob("*.py"))
-    own = source_digest(chunk_table, chunk_views, sys.modules[__name__])
-    return sha256_parts([*(sha256_file(path) for path in package), own])
+    reading = sorted(Path(golden.__file__).parent.glob("golden*.py"))
+    own = source_digest(chunk_table, chunk_views, quotes, splits, access, sys.modules[__name__])
+    return sha256_parts(
+        [*(sha256_file(path) for path in [*package, *reading]), own, f"numpy {np.__version__}"]
+    )
 
 
 def cached_scores(
@@ -136,76 +158,83 @@ def load_json(data: bytes) -> Any:
 
 
 def encode_scored(results: Sequence[CaseResult], summary: Summary) -> dict[str, Any]:
-    """``results`` and ``summary`` as JSON values (lossless: see :func:`decode_scored`)."""
+    """``results`` and ``summary`` as JSON values, every dataclass field of
+    :class:`~ragsweep.eval.scoring.CaseResult` and :class:`~ragsweep.eval.scoring.Summary`
+    by its name (a field added later is stored too; lossless: see :func:`decode_scored`)."""
+    case_codecs, summary_codecs = _codecs(CaseResult), _codecs(Summary)
     return {
         "results": [
-            [
-                r.id,
-                r.type,
-                r.split,
-                r.answerable,
-                r.metrics,
-                list(zip(*r.retrieved, strict=True)),
-                r.seconds,
-            ]
-            for r in results
+            {name: enc(getattr(r, name)) for name, (enc, _) in case_codecs.items()} for r in results
         ],
-        "summary": {
-            "overall": summary.overall,
-            "by_type": summary.by_type,
-            "by_type_min": summary.by_type_min,
-            "counts": summary.counts,
-            "type_counts": summary.type_counts,
-            "scored_counts": summary.scored_counts,
-            "extra": summary.extra,
-            "intervals": _bounds(summary.intervals),
-            "by_type_intervals": {t: _bounds(b) for t, b in summary.by_type_intervals.items()},
-            "by_type_min_intervals": _bounds(summary.by_type_min_intervals),
-            "bootstrap": [summary.bootstrap.resamples, summary.bootstrap.seed],
-            "top_k": summary.top_k,
-            "ran_out_at_depth": summary.ran_out_at_depth,
-        },
+        "summary": {name: enc(getattr(summary, name)) for name, (enc, _) in summary_codecs.items()},
     }
 
 
 def decode_scored(value: Mapping[str, Any]) -> tuple[tuple[CaseResult, ...], Summary]:
     """Inverse of :func:`encode_scored`. Raises KeyError, TypeError or ValueError on a value
     it did not write (the cache then treats the entry as corrupt)."""
-    make_chunk = RetrievedChunk._make  # tuple.__new__: no Python-level __new__ per chunk
+    case_codecs, summary_codecs = _codecs(CaseResult), _codecs(Summary)
     results = tuple(
-        CaseResult(
-            id=row[0],
-            type=row[1],
-            split=row[2],
-            answerable=row[3],
-            metrics=row[4],
-            retrieved=tuple(map(make_chunk, zip(*row[5], strict=True))),
-            seconds=row[6],
-        )
+        CaseResult(**{name: dec(row[name]) for name, (_, dec) in case_codecs.items()})
         for row in value["results"]
     )
     s = value["summary"]
-    summary = Summary(
-        overall=s["overall"],
-        by_type=s["by_type"],
-        by_type_min=s["by_type_min"],
-        counts=s["counts"],
-        type_counts=s["type_counts"],
-        scored_counts=s["scored_counts"],
-        extra=s["extra"],
-        intervals=_from_bounds(s["intervals"]),
-        by_type_intervals={t: _from_bounds(b) for t, b in s["by_type_intervals"].items()},
-        by_type_min_intervals=_from_bounds(s["by_type_min_intervals"]),
-        bootstrap=Bootstrap(*s["bootstrap"]),
-        top_k=s["top_k"],
-        ran_out_at_depth=s["ran_out_at_depth"],
-    )
+    summary = Summary(**{name: dec(s[name]) for name, (_, dec) in summary_codecs.items()})
     return results, summary
 
 
-def _bounds(bounds: Mapping[str, Bounds]) -> dict[str, list[float]]:
-    return {name: [b.low, b.high] for name, b in bounds.items()}
+Codec = tuple[Callable[[Any], Any], Callable[[Any], Any]]
+"""How one value is written as JSON and read back: (encode, decode)."""
 
 
-def _from_bounds(value: Mapping[str, Sequence[float]]) -> dict[str, Bounds]:
-    return {name: Bounds(low, high) for name, (low, high) in value.items()}
+def _same(value: Any) -> Any:
+    return value
+
+
+_PLAIN: Codec = (_same, _same)
+
+
+@functools.cache
+def _codecs(cls: type) -> dict[str, Codec]:
+    """Field name → codec of every field of dataclass ``cls``, from its annotations."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: _codec(hints[f.name]) for f in dataclasses.fields(cls)}
+
+
+def _codec(kind: Any) -> Codec:
+    """The codec of a value annotated ``kind``: JSON values as they are; a dataclass of
+    plain fields (:class:`Bounds`, :class:`Bootstrap`) as the list of its fields; a tuple of
+    named tuples by column (a case's ten retrieved chunks as five lists: faster to write
+    and read than ten objects); dicts and optional values through their parts."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        names = [f.name for f in dataclasses.fields(kind)]
+        return (lambda v: [getattr(v, n) for n in names], lambda v: kind(*v))
+    if origin is dict:
+        enc, dec = _codec(args[1])
+        if enc is _same:
+            return _PLAIN
+        return (
+            lambda v: {k: enc(x) for k, x in v.items()},
+            lambda v: {k: dec(x) for k, x in v.items()},
+        )
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and _is_named_tuple(args[0]):
+        make = args[0]._make  # tuple.__new__: no Python-level __new__ per row
+        return (
+            lambda v: list(zip(*v, strict=True)),
+            lambda v: tuple(map(make, zip(*v, strict=True))),
+        )
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        (inner,) = [a for a in args if a is not type(None)]
+        enc, dec = _codec(inner)
+        if enc is _same:
+            return _PLAIN
+        return (
+            lambda v: None if v is None else enc(v),
+            lambda v: None if v is None else dec(v),
+        )
+    return _PLAIN
+
+
+def _is_named_tuple(kind: Any) -> bool:
+    return isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields")
