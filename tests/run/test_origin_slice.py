@@ -57,7 +57,7 @@ def test_run_reports_the_drafted_slice(compose_config, mini_project: Path, track
 
 def _result(index: int, origin: str, hit: float) -> CaseResult:
     metrics = {"hit_at_1": hit, "mrr": hit}
-    return CaseResult(f"q{index}", "factual", "tuning", True, metrics, (), 0.001, origin)
+    return CaseResult(f"q{index}", "factual", "tuning", True, metrics, (), 0.001, origin=origin)
 
 
 def test_one_origin_is_no_slice_and_two_are_shown_in_the_terminal() -> None:
