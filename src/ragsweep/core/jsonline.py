@@ -5,8 +5,9 @@ orjson (MPL-2.0 AND (Apache-2.0 OR MIT)) encodes a ``cases.jsonl`` row about 7x 
 the standard library. Its text differs from the standard library's in four places only, and
 :func:`json_line` uses the standard library for those: a float below 1e-4 (``5e-6`` and
 ``0.00001`` where Python writes ``5e-06`` and ``1e-05``; before orjson 3.12 also ``1e16``
-for ``1e+16``: a line with any exponent is recognized by its bytes), NaN and infinities (orjson writes ``null``: the caller says whether the value's floats
-are all finite), and what orjson refuses (a lone surrogate, an integer beyond 64 bits, a key
+for ``1e+16``: a line with any exponent is recognized by its bytes), NaN and infinities
+(orjson writes ``null``: the caller says whether the value's floats are all finite), and
+what orjson refuses (a lone surrogate, an integer beyond 64 bits, a key
 that is not a string, a numpy scalar).
 """
 
