@@ -16,7 +16,8 @@ from ragsweep.cache.entries import verify_entry
 from ragsweep.cache.stage import StageCache
 from ragsweep.cli.cache import iter_entries
 from ragsweep.release.store import RunStore
-from ragsweep.run.files import LINES_STAGE
+from ragsweep.run.files import CASES_STAGE, LINES_STAGE
+from ragsweep.run.scored import SCORES_STAGE
 from tests.cli.test_cli import RAGSWEEP
 from tests.cluster_support import worker_env
 from tests.run.test_pipeline import project_overrides
@@ -70,9 +71,14 @@ def test_parallel_jobs_on_a_cold_cache_build_each_shared_entry_once(
             assert sorted(hits) == [0, 1, 1, 1], stage  # ... the others read its entry
         assert all(f.get(f"cache/{stage}/corrupt", 0) == 0 for f in figures)
 
+    # scored differently (another min_span_overlap): each job scores its own result
+    assert [f.get(f"cache/{SCORES_STAGE}/misses", 0) for f in figures] == [1, 1, 1, 1]
+
     entries = list(iter_entries(cache))
-    # one entry per key: the four jobs' files share one chunk_lines entry too (same chunks)
-    assert sorted(e.stage for e in entries) == sorted([*SHARED_STAGES, LINES_STAGE])
+    # one entry per key: the four jobs' files share one chunk_lines entry too (same chunks);
+    # each job's scored result and case files are its own (another min_span_overlap)
+    per_job = [SCORES_STAGE, CASES_STAGE] * len(OVERLAPS)
+    assert sorted(e.stage for e in entries) == sorted([*SHARED_STAGES, LINES_STAGE, *per_job])
     for entry in entries:
         verify_entry(entry.path)  # complete: every file matches its checksum
     assert not list(cache.rglob(".tmp-*")) and not list(cache.rglob(".trash-*"))

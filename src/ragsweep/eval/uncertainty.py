@@ -86,6 +86,9 @@ def resample_counts(n_cases: int, resamples: int, rng: np.random.Generator) -> n
     with replacement: float64 ``(resamples, n_cases)``, every row summing to ``n_cases``."""
     draws = rng.integers(0, n_cases, size=(resamples, n_cases))
     draws += np.arange(resamples)[:, None] * n_cases  # a cell per (resample, case)
+    # np.add.at, not np.bincount: with numpy 2.4 bincount was no faster (18.6 vs 17.5 ms at
+    # 1,924 cases x 1000 resamples) and its int64 counts plus the float copy raise peak
+    # memory by half (46 vs 31 MB); same counts either way (bench/README.md, "Intervals")
     counts = np.zeros(resamples * n_cases)
     np.add.at(counts, draws.ravel(), 1.0)
     return counts.reshape(resamples, n_cases)

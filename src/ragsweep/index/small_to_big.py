@@ -11,15 +11,19 @@ parent costs its own length (docs/retrieval.md, "Small-to-big retrieval").
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
+from ragsweep.chunk import parents as parents_module
 from ragsweep.chunk.chunkers import Chunk
 from ragsweep.chunk.parents import PARENTS, WINDOW, parent_chunks
 from ragsweep.chunk.table import take_rows
 from ragsweep.config.schema import RetrievalConfig
+from ragsweep.core.hashing import sha256_json, source_digest
 from ragsweep.data.corpus import Corpus
 from ragsweep.index.base import Ranked
 
@@ -34,6 +38,19 @@ def parent_line(cfg: RetrievalConfig) -> str:
     if cfg.parent == WINDOW:
         return f"window of {cfg.parent_chars} chars, duplicates collapsed"
     return f"{cfg.parent}, duplicates collapsed"
+
+
+def parents_set(chunk_set: str, cfg: RetrievalConfig) -> str:
+    """The identity of the parents handed back for the chunks of ``chunk_set`` (what a
+    scored result's key names as its chunk set, :func:`~ragsweep.run.scored.scores_key`):
+    the chunk set, the parent fields and the code that finds parents."""
+    fields = {"parent": cfg.parent, "parent_chars": cfg.parent_chars}
+    return sha256_json({"chunks": chunk_set, "parents": fields, "code": _parents_code()})
+
+
+@functools.cache
+def _parents_code() -> str:
+    return source_digest(parents_module, sys.modules[__name__])
 
 
 def parent_rankings(

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,10 +31,11 @@ from ragsweep.chunk import views as chunk_views
 from ragsweep.chunk.chunkers import Chunk
 from ragsweep.chunk.views import ChunkRows, chunk_ids
 from ragsweep.config.schema import EvalConfig
-from ragsweep.core import atomic, hashing
+from ragsweep.core import atomic, hashing, jsonline
 from ragsweep.core.atomic import atomic_writer, write_bytes_atomic, write_text_atomic
 from ragsweep.core.errors import CacheError
 from ragsweep.core.hashing import sha256_json, sha256_text, source_digest
+from ragsweep.core.jsonline import json_line
 from ragsweep.core.names import CASES_FILE, CHUNKS_FILE, TABLE_FILE
 from ragsweep.data.corpus import Corpus
 from ragsweep.data.golden import GoldenCase
@@ -44,6 +46,10 @@ from ragsweep.judge import JudgeOutcome
 from ragsweep.run.report import plot_at_k, render_report
 
 log = logging.getLogger(__name__)
+
+CASES_STAGE = "case_files"
+"""The stage cache's entries of a run's ``cases.jsonl`` and ``cases_table.json``, keyed by
+the scored result they encode (:func:`cases_key`)."""
 
 LINES_STAGE = "chunk_lines"
 """The stage cache's entries of ``chunks.jsonl`` files (:func:`write_chunks_file`)."""
@@ -59,17 +65,29 @@ class StoredLines:
 
 
 @dataclass(frozen=True)
+class StoredCases:
+    """Where a run's ``cases.jsonl`` and ``cases_table.json`` are cached: in ``cache``,
+    under the key of the scored result they encode (:func:`ragsweep.run.scored.scores_key`;
+    the entry's key adds the code that writes them, :func:`cases_key`)."""
+
+    cache: StageCache
+    scores_key: str
+
+
+@dataclass(frozen=True)
 class RunCases:
     """What the per-case files are made of: the golden ``cases`` of the evaluated split
     and their ``results`` (``results[i]`` is ``cases[i]``'s), the run's retrieved
     ``chunks`` (index order), the ``corpus`` the evidence text comes from and where the
-    chunks' lines are cached (``lines``; None: they are written without the cache)."""
+    chunks' lines are cached (``lines``; None: they are written without the cache) and
+    where the case files are (``stored``; None: they are written without the cache)."""
 
     cases: Sequence[GoldenCase]
     results: Sequence[CaseResult]
     chunks: Sequence[Chunk]
     corpus: Corpus
     lines: StoredLines | None = None
+    stored: StoredCases | None = None
 
 
 def write_artifacts(
@@ -112,24 +130,81 @@ def write_case_files(
 ) -> None:
     """``cases.jsonl`` (each result with its :func:`~ragsweep.eval.case_table.case_fields` and
     ``extras[case id]``), ``cases_table.json`` (the same cases as an MLflow table) and
-    ``chunks.jsonl`` (the retrieved chunks)."""
+    ``chunks.jsonl`` (the retrieved chunks). Without ``extras`` (a judge's) and with
+    ``run.stored``, the first two are copied from the stage cache (:data:`CASES_STAGE`) when
+    a run wrote the same scored result's files before."""
     retrieved = retrieved_chunks(run.chunks, run.results)
+    stored = run.stored
+    if extras or stored is None or not stored.cache.enabled:
+        _encode_case_files(output_dir, run, retrieved, eval_cfg, extras)
+    else:
+        _copy_case_files(output_dir, run, retrieved, eval_cfg, stored)
+    write_chunks_file(output_dir / CHUNKS_FILE, retrieved, run.lines)
+
+
+def _encode_case_files(
+    folder: Path,
+    run: RunCases,
+    retrieved: Sequence[Chunk],
+    eval_cfg: EvalConfig,
+    extras: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """Encode ``cases.jsonl`` and ``cases_table.json`` into ``folder``."""
     fields = [
         case_fields(case, result, run.corpus, text)
         for case, result, text in zip(
             run.cases, run.results, _top_texts(retrieved, run.results), strict=True
         )
     ]
-    write_jsonl(
-        output_dir / CASES_FILE,
+    write_lines(
+        folder / CASES_FILE,
         (
-            {**r.to_json(), **f, **extras.get(r.id, {})}
+            json_line({**r.to_json(), **f, **extras.get(r.id, {})}, _finite(r, extras))
             for r, f in zip(run.results, fields, strict=True)
         ),
     )
     table = case_table(TableLayout(eval_cfg.ks, eval_cfg.budgets), fields, run.results)
-    write_lines(output_dir / TABLE_FILE, [_JSON_LINE.encode(table) + "\n"])
-    write_chunks_file(output_dir / CHUNKS_FILE, retrieved, run.lines)
+    write_lines(folder / TABLE_FILE, [_JSON_LINE.encode(table) + "\n"])
+
+
+def _copy_case_files(
+    output_dir: Path,
+    run: RunCases,
+    retrieved: Sequence[Chunk],
+    eval_cfg: EvalConfig,
+    stored: StoredCases,
+) -> None:
+    """The case files from their :data:`CASES_STAGE` entry (encoded into it on a miss); a
+    store failing now costs a warning, and the files are encoded here instead."""
+    names = (CASES_FILE, TABLE_FILE)
+    try:
+        data = stored.cache.get_or_build(
+            CASES_STAGE,
+            cases_key(stored.scores_key),
+            lambda folder: _encode_case_files(folder, run, retrieved, eval_cfg, {}),
+            lambda folder: [(folder / name).read_bytes() for name in names],
+        )
+    except (OSError, CacheError) as exc:  # the run is scored: a store failing loses no file
+        log.warning("cache: %s not stored (%s); written without the cache", CASES_FILE, exc)
+        _encode_case_files(output_dir, run, retrieved, eval_cfg, {})
+        return
+    for name, content in zip(names, data, strict=True):
+        write_bytes_atomic(output_dir / name, content)
+
+
+def cases_key(scores_key: str) -> str:
+    """Key of the case files of the scored result ``scores_key``: it and the code that
+    encodes and writes them (this module, :mod:`ragsweep.eval.case_table` is in the scores
+    key, :mod:`ragsweep.core.hashing` and :mod:`ragsweep.core.atomic`)."""
+    return sha256_json({"scores": scores_key, "writer": _writer_digest()})
+
+
+def _finite(result: CaseResult, extras: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether every float of ``result``'s ``cases.jsonl`` row is finite (its metrics, scores
+    and latency; the case fields hold none), so :func:`~ragsweep.core.jsonline.json_line` may
+    use orjson: a row with ``extras`` (a judge's) is not checked, so it is not."""
+    total = result.seconds + sum(r.score for r in result.retrieved)
+    return not extras and math.isfinite(total + sum((result.metrics or {}).values()))
 
 
 def _top_texts(chunks: Sequence[Chunk], results: Sequence[CaseResult]) -> list[str | None]:
@@ -196,7 +271,7 @@ def lines_key(chunk_set: str, rows: np.ndarray) -> str:
 
 @functools.cache
 def _writer_digest() -> str:
-    return source_digest(sys.modules[__name__], hashing, chunk_table, chunk_views, atomic)
+    return source_digest(sys.modules[__name__], hashing, jsonline, chunk_table, chunk_views, atomic)
 
 
 def chunk_row(chunk: Chunk) -> dict[str, Any]:

@@ -59,7 +59,7 @@ from ragsweep.index.base import (
 from ragsweep.index.latency import stage_latency
 from ragsweep.index.rerank import Reranker
 from ragsweep.index.semantic import sentence_model_line, with_sentence_embedder
-from ragsweep.index.small_to_big import parent_line, parent_rankings, uses_parents
+from ragsweep.index.small_to_big import parent_line, parent_rankings, parents_set, uses_parents
 from ragsweep.index.stages import (
     cached_chunks,
     cached_rankings,
@@ -75,7 +75,7 @@ from ragsweep.judge import JudgeOutcome, prepare_judge
 from ragsweep.run.config import ResolvedConfig, select_cases
 from ragsweep.run.contracts import check_retrieved
 from ragsweep.run.describe import CHUNKING, STEPS, describe
-from ragsweep.run.files import RunCases, StoredLines, write_artifacts
+from ragsweep.run.files import RunCases, StoredCases, StoredLines, write_artifacts
 from ragsweep.run.inputs import check_sweep_inputs
 from ragsweep.run.metrics import (
     ARTIFACTS_SECONDS,
@@ -90,6 +90,7 @@ from ragsweep.run.metrics import (
 from ragsweep.run.names import RunOrigin
 from ragsweep.run.record import run_record, run_tags
 from ragsweep.run.report import print_summary
+from ragsweep.run.scored import cached_scores, golden_inputs, scores_key
 from ragsweep.tracking.background import active as active_sweep_logger
 from ragsweep.tracking.background import log_run_in_background, wants_background
 from ragsweep.tracking.log import RunRecord, log_run, save_record
@@ -299,21 +300,36 @@ def complete_chunking(built: BuiltIndex, embedding: EmbeddingConfig) -> bool:
     return True if complete is None else bool(complete(embedding))
 
 
+@dataclass(frozen=True)
+class Scored:
+    """A run's scored cases (``results[i]`` is the i-th case's), their summary (with the
+    per-stage latency percentiles, :func:`~ragsweep.index.latency.stage_latency`, and what
+    an index measures of its own rankings: the ``ann`` recall against exact search), the
+    retrieved chunks (:func:`retrieved_chunks`) and the key of the scored result
+    (:func:`~ragsweep.run.scored.scores_key`: the case files are cached under it)."""
+
+    results: tuple[CaseResult, ...]
+    summary: Summary
+    retrieved: Sequence[Chunk]
+    key: str
+
+
 def evaluate_cases(
     cases: Sequence[GoldenCase],
     built: BuiltIndex,
     resolved: ResolvedConfig,
     cache: StageCache,
     corpus: Corpus,
-) -> tuple[tuple[CaseResult, ...], dict[str, float], Sequence[Chunk]]:
-    """Retrieve for every case (within its scope when enforced) and score it; also return
-    the per-stage latency percentiles (:func:`~ragsweep.index.latency.stage_latency`) with what
-    an index measures of its own rankings (``run_metrics``: the ``ann`` recall against
-    exact search), and the retrieved chunks (:func:`retrieved_chunks`). Rankings come
-    from the cache when these queries already ran on this index. ``corpus``: whose access
-    metadata filters and counts, and whose ids the rankings are checked against
-    (:mod:`ragsweep.run.contracts`). With ``retrieval.parent``, the ranked chunks' parents
-    (from ``corpus``) are what is scored and returned (:mod:`ragsweep.index.small_to_big`)."""
+    inputs: Mapping[str, Any],
+) -> Scored:
+    """Retrieve for every case (within its scope when enforced), score it and summarize.
+    Rankings come from the cache when these queries already ran on this index, and the
+    scored result when these rankings were scored with the same ``inputs`` (golden cases,
+    golden set and corpus: :func:`~ragsweep.run.scored.golden_inputs`) and settings
+    (:mod:`ragsweep.run.scored`). ``corpus``: whose access metadata filters and counts,
+    and whose ids the rankings are checked against (:mod:`ragsweep.run.contracts`). With
+    ``retrieval.parent``, the ranked chunks' parents (from ``corpus``) are what is scored
+    and returned (:mod:`ragsweep.index.small_to_big`)."""
     cfg, preprocessor, access = resolved.cfg, resolved.preprocessor, corpus.access
     respect = cfg.retrieval.respect_scope
     texts_only = make_queries(cases, preprocessor, lambda scope: None)
@@ -348,16 +364,23 @@ def evaluate_cases(
     if resolved.reranker is not None:
         reranker = Reranker(cfg.rerank, resolved.reranker, cache)
         ranked = reranker.rerank(ranked, texts_only, built.texts, cfg.top_k)
-    chunks = built.chunks
+    chunks, chunk_set = built.chunks, built.chunk_set
     if uses_parents(cfg.retrieval):
         chunks, ranked = parent_rankings(ranked, built.chunks, corpus, cfg.retrieval)
-    with gc_paused():
-        # parents are not the run's chunking: traces then leave the chunk that hits unknown
-        complete = complete_chunking(built, cfg.embedding) and not uses_parents(cfg.retrieval)
-        results = score_cases(cases, ranked, chunks, cfg.eval, access, complete)
+        chunk_set = parents_set(built.chunk_set, cfg.retrieval)
+    # parents are not the run's chunking: traces then leave the chunk that hits unknown
+    complete = complete_chunking(built, cfg.embedding) and not uses_parents(cfg.retrieval)
+
+    def score() -> tuple[tuple[CaseResult, ...], Summary]:
+        with gc_paused():
+            results = score_cases(cases, ranked, chunks, cfg.eval, access, complete)
+        return results, summarize(results, cfg.eval, cfg.top_k)
+
+    key = scores_key(ranked, chunk_set, inputs, cfg.eval, cfg.top_k)
+    results, summary = cached_scores(cache, key, cases, score)
     check_retrieved(results, cases, corpus, flt, cfg.embedding.backend)
-    retrieved = retrieved_chunks(chunks, ranked)
-    return results, {**stage_latency(ranked), **index_metrics}, retrieved
+    summary = replace(summary, extra={**summary.extra, **stage_latency(ranked), **index_metrics})
+    return Scored(results, summary, retrieved_chunks(chunks, ranked), key)
 
 
 @dataclass(frozen=True)
@@ -376,6 +399,8 @@ class StageOutcome:
     judged: JudgeOutcome | None
     timer: Timer
     cache: StageCache
+    scores_key: str
+    """The key of the scored result (:func:`~ragsweep.run.scored.scores_key`)."""
 
 
 def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutcome:
@@ -398,16 +423,16 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
         with timer.stage(STORE_SECONDS):
             prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
     built = build_index(resolved, corpus, cache, timer)
+    inputs = golden_inputs(cases, golden.digest, cfg.golden, corpus.content_hash())
     with timer.stage(EVAL_SECONDS):
-        results, latency, retrieved = evaluate_cases(cases, built, resolved, cache, corpus)
-        summary = summarize(results, cfg.eval, cfg.top_k)
-        summary = replace(summary, extra={**summary.extra, **latency})
+        scored = evaluate_cases(cases, built, resolved, cache, corpus, inputs)
+    results, summary, retrieved = scored.results, scored.summary, scored.retrieved
     judged = None
     if judge is not None:
         with timer.stage(JUDGE_SECONDS):
             judged = judge.run(cases, results, retrieved, cache)
     return StageOutcome(
-        corpus, golden, cases, built, results, retrieved, summary, judged, timer, cache
+        corpus, golden, cases, built, results, retrieved, summary, judged, timer, cache, scored.key
     )
 
 
@@ -443,6 +468,7 @@ def run_evaluation(
                 done.retrieved,
                 done.corpus,
                 StoredLines(done.cache, done.built.chunk_set),
+                StoredCases(done.cache, done.scores_key),
             ),
             done.summary,
             cfg.eval,
