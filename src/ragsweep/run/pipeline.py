@@ -85,8 +85,14 @@ from ragsweep.run.metrics import (
 from ragsweep.run.names import RunOrigin
 from ragsweep.run.record import run_record, run_tags
 from ragsweep.run.report import print_summary
+from ragsweep.tracking.background import (
+    SweepLogger,
+    early_logger,
+    log_run_in_background,
+    log_through,
+    wants_background,
+)
 from ragsweep.tracking.background import active as active_sweep_logger
-from ragsweep.tracking.background import log_run_in_background, wants_background
 from ragsweep.tracking.log import RunRecord, log_run, save_record
 from ragsweep.tracking.store import prepare_store
 from ragsweep.tracking.tables import logged_tables_tag
@@ -400,7 +406,29 @@ def run_evaluation(
     cfg = resolved.cfg
     single = origin is not None and not origin.multirun
     background = single and wants_background(cfg.tracking, multirun=False)
-    done = run_stages(resolved, background)
+    logger = early_logger(cfg.tracking) if single and not background else None
+    try:
+        how = (origin, show_summary, background, logger)
+        return _evaluated(resolved, output_dir, console, extra_tags, *how)
+    finally:
+        if logger is not None:
+            logger.abandon()  # refused or failed before its record: nothing to log
+
+
+def _evaluated(
+    resolved: ResolvedConfig,
+    output_dir: Path,
+    console: Console,
+    extra_tags: Mapping[str, str] | None,
+    origin: RunOrigin | None,
+    show_summary: bool,
+    background: bool,
+    logger: SweepLogger | None,
+) -> RunResult:
+    """:func:`run_evaluation`; ``background``: logged by a detached logger, ``logger``: by
+    the logger started for this run (:func:`ragsweep.tracking.background.early_logger`)."""
+    cfg = resolved.cfg
+    done = run_stages(resolved, background or logger is not None)
     cache_metrics = done.cache.stats.as_metrics()  # every stage has run by now
     facts = run_facts(resolved, len(done.built.chunks))
     with done.timer.stage(ARTIFACTS_SECONDS), gc_paused(), run_dir_errors(output_dir):
@@ -434,6 +462,8 @@ def run_evaluation(
             handed_to = "being logged by the sweep's logger"
         elif background:
             handed_to = "being logged in the background"
+        elif logger is not None:
+            run_id = log_through(logger, cfg.tracking, record)
         else:
             run_id = log_run(cfg.tracking, record)
         timings[LOG_SECONDS] = time.perf_counter() - started

@@ -36,20 +36,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from ragsweep.config.schema import TrackingConfig
+from ragsweep.core.errors import RagsweepError
 from ragsweep.core.terminal import terminal_width, wrap
 from ragsweep.tracking import pending
-from ragsweep.tracking.log import LOG_FILE, RunRecord, save_record
+from ragsweep.tracking.log import LOG_FILE, RunRecord, not_logged, save_record
 from ragsweep.tracking.logger import (
     END,
     KEY,
@@ -63,6 +65,7 @@ from ragsweep.tracking.logger import (
     tags_set,
 )
 from ragsweep.tracking.store import (
+    SQLITE_TIMEOUT_SECONDS,
     TrackingStoreError,
     pending_dir,
     read_sqlite_state,
@@ -149,6 +152,27 @@ def store_is_ready(uri: str) -> bool:
     except Exception:  # unreadable: the in-process check reports it properly
         return False
     return state.version is not None and not state.problems() and "experiments" in state.tables
+
+
+ACTIVE_STAGE = "active"
+"""MLflow's ``lifecycle_stage`` of an experiment that is not deleted."""
+
+
+def experiment_is_ready(uri: str, experiment: str) -> bool:
+    """True when :func:`store_is_ready` and the store holds ``experiment``, not deleted
+    (read with ``sqlite3``, without MLflow): then opening the store is all that is left to
+    do before logging, and a logger process can do it while the run computes."""
+    path = sqlite_path(uri)
+    if path is None or not store_is_ready(uri):
+        return False
+    query = "SELECT lifecycle_stage FROM experiments WHERE name = ?"
+    try:
+        read_only = f"{path.resolve().as_uri()}?mode=ro"
+        with closing(sqlite3.connect(read_only, uri=True, timeout=SQLITE_TIMEOUT_SECONDS)) as db:
+            row = db.execute(query, (experiment,)).fetchone()
+    except sqlite3.Error:  # the in-process check reports it properly
+        return False
+    return row is not None and row[0] == ACTIVE_STAGE
 
 
 def wants_background(cfg: TrackingConfig, multirun: bool) -> bool:
@@ -292,6 +316,44 @@ def _close_requests(process: subprocess.Popen[str]) -> None:
         pass
 
 
+# -- a single run logged before it exits -----------------------------------------------------
+
+
+def early_logger(cfg: TrackingConfig) -> SweepLogger | None:
+    """A single run that logs before it exits (not in the background: its output is not a
+    terminal) on a store and experiment that are ready (:func:`experiment_is_ready`): the
+    logger is started now, so that importing MLflow and opening the store overlap the run's
+    work, and MLflow is never imported by the run's process (:func:`log_through`). None:
+    the run checks the store and logs in its own process (a store or experiment to create
+    or repair, another kind of store, ``tracking.background=never``)."""
+    if not cfg.enabled or cfg.background == "never":
+        return None
+    try:
+        uri = tracking_uri(cfg)
+    except RagsweepError:  # reported by the in-process check, as before
+        return None
+    if not experiment_is_ready(uri, cfg.experiment):
+        return None
+    report_failed(uri)  # earlier background logs that did not land, as opening the store says
+    try:
+        return SweepLogger.start(Path(os.devnull), cfg)
+    except OSError:  # no process to start: the run logs itself
+        return None
+
+
+def log_through(logger: SweepLogger, cfg: TrackingConfig, record: RunRecord) -> str:
+    """Save ``record.json``, have ``logger`` (:func:`early_logger`) log it and wait until it
+    has; return the run id. A failure raises the error :func:`~ragsweep.tracking.log.log_run`
+    raises (a logger that died is replaced by logging here, :meth:`SweepLogger.drain`)."""
+    save_record(cfg, record)
+    logger.submit(record.artifacts_dir)
+    with open(os.devnull, "w", encoding="utf-8") as quiet:  # no "waiting for..." lines
+        (logged,) = logger.close(quiet)
+    if logged.error is not None or logged.run_id is None:
+        raise not_logged(cfg, record.artifacts_dir, logged.error or "no run id")
+    return logged.run_id
+
+
 # -- a sweep -------------------------------------------------------------------------------
 
 
@@ -390,6 +452,12 @@ class SweepLogger:
         self.process.wait()
         self._reader.join()
         return outcome
+
+    def abandon(self) -> None:
+        """Tell the logger there is nothing to log and return at once (the run was refused
+        or failed before it had a record): it ends after opening the store."""
+        send(self.process, [{END: True}])
+        _close_requests(self.process)
 
     def _request(self, request: dict[str, Any]) -> None:
         with self._done:

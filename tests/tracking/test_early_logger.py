@@ -1,0 +1,75 @@
+"""A single run logged before it exits (its output a pipe) on a store and experiment that
+exist: a logger process started with the run imports MLflow and logs it, the run's own
+process never imports MLflow, and the run logged is the run the process would have logged
+itself (issue 31)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ragsweep.core import tags as tag
+from tests.run.test_pipeline import project_overrides
+
+BIN = Path(sys.executable).parent
+VARYING_TAGS = (tag.RECORD_ID,)
+NO_CACHE = "cache.enabled=false"  # both runs do every stage: the same timings are logged
+NOT_OPENED = "store_seconds"
+"""Opening the store is the logger's, not the run's: not timed, as in background logging."""
+
+
+def ragsweep(tmp_path: Path, project: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``ragsweep`` on the mini project with its output to a pipe; stderr also lists the
+    modules the run's own process imported (``-X importtime``, not passed to children)."""
+    store = [f"paths.output_dir={tmp_path / 'out'}", f"tracking.uri=sqlite:///{tmp_path}/m.db"]
+    args = [*store, *project_overrides(project), *extra]
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", str(BIN / "ragsweep"), *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "MLFLOW_TRACKING_URI": ""},
+        timeout=300,
+    )
+
+
+def imports_mlflow(stderr: str) -> bool:
+    return re.search(r"\|\s+mlflow$", stderr, re.MULTILINE) is not None
+
+
+@pytest.mark.slow  # creates a store, then three ragsweep processes
+def test_a_run_on_a_ready_store_is_logged_by_the_logger_and_logs_the_same(
+    tmp_path: Path, mini_project: Path
+) -> None:
+    first = ragsweep(tmp_path, mini_project, NO_CACHE)  # a new store: created in the process
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert imports_mlflow(first.stderr)
+    second = ragsweep(tmp_path, mini_project, NO_CACHE)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert not imports_mlflow(second.stderr)
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/m.db")
+    experiment = client.get_experiment_by_name("ragsweep")
+    old, new = sorted(
+        client.search_runs([experiment.experiment_id]), key=lambda r: r.info.start_time
+    )
+    assert new.info.run_id in second.stdout + second.stderr  # the summary names it
+    assert new.info.status == "FINISHED" and new.data.tags[tag.LOGGED] == "complete"
+    assert new.data.params == old.data.params
+    assert set(new.data.metrics) == set(old.data.metrics) - {NOT_OPENED}
+    timing = re.compile(r"(seconds|_s)$|latency")
+    same = [k for k in new.data.metrics if not timing.search(k)]
+    assert {k: new.data.metrics[k] for k in same} == {k: old.data.metrics[k] for k in same}
+    kept = set(old.data.tags) - set(VARYING_TAGS)
+    assert {k for k in new.data.tags if k in kept} == kept
+
+    refused = ragsweep(tmp_path, mini_project, f"golden.path={tmp_path / 'missing.jsonl'}")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "missing.jsonl" in refused.stderr and not imports_mlflow(refused.stderr)
+    assert len(client.search_runs([experiment.experiment_id])) == 2
