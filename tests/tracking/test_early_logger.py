@@ -43,7 +43,7 @@ def imports_mlflow(stderr: str) -> bool:
     return re.search(r"\|\s+mlflow$", stderr, re.MULTILINE) is not None
 
 
-@pytest.mark.slow  # creates a store, then three ragsweep processes
+@pytest.mark.slow  # creates a store, then four ragsweep processes
 def test_a_run_on_a_ready_store_is_logged_by_the_logger_and_logs_the_same(
     tmp_path: Path, mini_project: Path
 ) -> None:
@@ -73,3 +73,8 @@ def test_a_run_on_a_ready_store_is_logged_by_the_logger_and_logs_the_same(
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "missing.jsonl" in refused.stderr and not imports_mlflow(refused.stderr)
     assert len(client.search_runs([experiment.experiment_id])) == 2
+
+    grid = ragsweep(tmp_path, mini_project, "-m", "chunking.size=100,120")
+    assert grid.returncode == 0, grid.stderr[-3000:]
+    assert not imports_mlflow(grid.stderr)  # its logger opened the store, and logged
+    assert len(client.search_runs([experiment.experiment_id])) == 4

@@ -88,6 +88,7 @@ from ragsweep.run.report import print_summary
 from ragsweep.tracking.background import (
     SweepLogger,
     early_logger,
+    left_to,
     log_run_in_background,
     log_through,
     wants_background,
@@ -356,8 +357,9 @@ class StageOutcome:
 
 def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutcome:
     """Run every stage of one configuration (see module docstring). ``background``: the
-    run will be logged by a background logger, on a store already found ready
-    (:func:`ragsweep.tracking.background.wants_background`), so MLflow is not opened here."""
+    run will be logged by a logger process, on a store already found ready
+    (:func:`ragsweep.tracking.background.wants_background`,
+    :func:`~ragsweep.tracking.background.left_to`), so MLflow is not opened here."""
     cfg = resolved.cfg
     timer = Timer()
     judge = prepare_judge(cfg.judge)  # None: judge=off; checks the server before any work
@@ -428,7 +430,10 @@ def _evaluated(
     """:func:`run_evaluation`; ``background``: logged by a detached logger, ``logger``: by
     the logger started for this run (:func:`ragsweep.tracking.background.early_logger`)."""
     cfg = resolved.cfg
-    done = run_stages(resolved, background or logger is not None)
+    to_logger = origin is not None and origin.multirun and cfg.tracking.background != "never"
+    sweep_logger = active_sweep_logger() if to_logger else None
+    left = background or logger is not None or left_to(sweep_logger, cfg.tracking)
+    done = run_stages(resolved, left)
     cache_metrics = done.cache.stats.as_metrics()  # every stage has run by now
     facts = run_facts(resolved, len(done.built.chunks))
     with done.timer.stage(ARTIFACTS_SECONDS), gc_paused(), run_dir_errors(output_dir):
@@ -454,8 +459,6 @@ def _evaluated(
     if cfg.tracking.enabled:
         started = time.perf_counter()
         record = _record(resolved, done, cache_metrics, extra_tags, output_dir, origin)
-        to_logger = origin is not None and origin.multirun and cfg.tracking.background != "never"
-        sweep_logger = active_sweep_logger() if to_logger else None
         if sweep_logger is not None:
             save_record(cfg.tracking, record)
             sweep_logger.submit(record.artifacts_dir)

@@ -341,6 +341,19 @@ def early_logger(cfg: TrackingConfig) -> SweepLogger | None:
         return None
 
 
+def left_to(logger: SweepLogger | None, cfg: TrackingConfig) -> bool:
+    """Whether a run handing its record to ``logger`` (a sweep's or its own) leaves opening
+    the store to it: the store and experiment are ready (:func:`experiment_is_ready`), so
+    nothing the run's process could refuse before its work is left but what the logger's
+    own opening of the store finds."""
+    if logger is None or not cfg.enabled:
+        return False
+    try:
+        return experiment_is_ready(tracking_uri(cfg), cfg.experiment)
+    except RagsweepError:  # reported by the in-process check, as before
+        return False
+
+
 def log_through(logger: SweepLogger, cfg: TrackingConfig, record: RunRecord) -> str:
     """Save ``record.json``, have ``logger`` (:func:`early_logger`) log it and wait until it
     has; return the run id. A failure raises the error :func:`~ragsweep.tracking.log.log_run`
