@@ -69,8 +69,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--against", type=Path, help="another checkout's src/ folder")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--only", default="", help="only the rows whose name holds this")
     parser.add_argument("--out", type=Path, default=REPO / "outputs/bench/startup.json")
     args = parser.parse_args()
+    rows = {name: row for name, row in ROWS.items() if args.only in name}
     sides: dict[str, Path | None] = {"this": None}
     if args.against is not None:
         sides = {"other": args.against.resolve(), **sides}
@@ -79,13 +81,13 @@ def main() -> None:
         for folder in folders.values():
             folder.mkdir()
         times: dict[str, dict[str, list[tuple[float, float]]]] = {
-            r: {s: [] for s in sides} for r in ROWS
+            r: {s: [] for s in sides} for r in rows
         }
-        for row_args in ROWS.values():  # untimed: store created, cache filled
+        for row_args in rows.values():  # untimed: store created, cache filled
             for side, src in sides.items():
                 timed(row_args, folders[side], src)
         for _ in range(args.repeat):
-            for row, row_args in ROWS.items():
+            for row, row_args in rows.items():
                 for side, src in sides.items():
                     times[row][side].append(timed(row_args, folders[side], src))
     medians = {row: {side: _medians(t) for side, t in by.items()} for row, by in times.items()}

@@ -24,11 +24,13 @@ NOT_OPENED = "store_seconds"
 """Opening the store is the logger's, not the run's: not timed, as in background logging."""
 
 
-def ragsweep(tmp_path: Path, project: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def ragsweep(
+    tmp_path: Path, project: Path, *extra: str, multirun: bool = False
+) -> subprocess.CompletedProcess[str]:
     """``ragsweep`` on the mini project with its output to a pipe; stderr also lists the
     modules the run's own process imported (``-X importtime``, not passed to children)."""
     store = [f"paths.output_dir={tmp_path / 'out'}", f"tracking.uri=sqlite:///{tmp_path}/m.db"]
-    args = [*store, *project_overrides(project), *extra]
+    args = [*(["-m"] if multirun else []), *store, *project_overrides(project), *extra]
     return subprocess.run(
         [sys.executable, "-X", "importtime", str(BIN / "ragsweep"), *args],
         capture_output=True,
@@ -74,7 +76,7 @@ def test_a_run_on_a_ready_store_is_logged_by_the_logger_and_logs_the_same(
     assert "missing.jsonl" in refused.stderr and not imports_mlflow(refused.stderr)
     assert len(client.search_runs([experiment.experiment_id])) == 2
 
-    grid = ragsweep(tmp_path, mini_project, "-m", "chunking.size=100,120")
+    grid = ragsweep(tmp_path, mini_project, "chunking.size=100,120", multirun=True)
     assert grid.returncode == 0, grid.stderr[-3000:]
     assert not imports_mlflow(grid.stderr)  # its logger opened the store, and logged
     assert len(client.search_runs([experiment.experiment_id])) == 4
