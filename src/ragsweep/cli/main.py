@@ -1,4 +1,5 @@
-"""The ``ragsweep`` console script: a thin Hydra app around :func:`run_from_config`, plus
+"""The ``ragsweep`` console script: a thin Hydra app around
+:func:`ragsweep.cli.job.run_job`, plus
 the ``init``, ``check``, ``embed``, ``ui``, ``best`` and ``label`` subcommands.
 
 ``ragsweep`` evaluates the default config on the bundled demo data; any axis is an
@@ -6,7 +7,7 @@ override (``ragsweep chunking=heading chunking.size=400 preprocess=nfkc``). ``-m
 comma-separated values runs a plain Hydra grid (one MLflow run per job); ``-m sweep=NAME``
 runs the sweep file ``NAME`` with the one-axis sweeper (docs/sweeps.md): a parent run with
 one child run per evaluated configuration. Each job of ``-m`` prints one line; ``-v`` (the
-override ``verbose=true``) prints each job's whole summary (:func:`run_job`).
+override ``verbose=true``) prints each job's whole summary (:func:`ragsweep.cli.job.run_job`).
 
 ``ragsweep init [DIR]``, ``ragsweep check [OVERRIDES...]``, ``ragsweep embed --shard I/N
 [OVERRIDES...]``, ``ragsweep ui [--port P] [OVERRIDES...]``, ``ragsweep best
