@@ -1,6 +1,6 @@
 """The ``ragsweep`` console script: a thin Hydra app around
-:func:`ragsweep.cli.job.run_job`, plus
-the ``init``, ``check``, ``embed``, ``ui``, ``best`` and ``label`` subcommands.
+:func:`ragsweep.cli.job.run_job`, plus the ``init``, ``check``, ``embed``, ``ui``, ``best``
+and ``label`` subcommands.
 
 ``ragsweep`` evaluates the default config on the bundled demo data; any axis is an
 override (``ragsweep chunking=heading chunking.size=400 preprocess=nfkc``). ``-m`` with
