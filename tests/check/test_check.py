@@ -7,17 +7,21 @@ import json
 import socket
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from ragsweep.check import run_checks
+from ragsweep.check import chunk_counts, run_checks
 from ragsweep.check.store import TIMEOUT_S
-from ragsweep.chunk.chunkers import chunk_corpus
-from ragsweep.config.schema import ChunkingConfig, CorpusConfig, GoldenConfig
+from ragsweep.check.summary import render_summary
+from ragsweep.chunk.chunkers import ChunkTools, chunk_corpus
+from ragsweep.config.schema import ChunkingConfig, CorpusConfig, EmbeddingConfig, GoldenConfig
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import load_golden
+from ragsweep.index.chunk_tokens import chunk_tokenizer
 from tests.cli.test_project import REPO, ragsweep, write
+from tests.st_support import needs_st
 
 DEMO_CORPUS = REPO / "demo" / "corpus"
 GOOD_CASE = {
@@ -87,9 +91,9 @@ def test_bad_overrides_are_all_reported_with_a_suggestion(project: Path) -> None
     found = messages(["chunking=headng", "chunking.sise=3", "embeding.model=x", "eval.ks=[5,1]"])
     assert found == [
         "command line: chunking=headng: no option 'headng' in config group chunking (options: "
-        "fixed, heading, paragraph, recursive, sentence); did you mean 'heading'?",
+        "fixed, heading, paragraph, recursive, semantic, sentence); did you mean 'heading'?",
         "command line: chunking.sise=3: chunking.sise is not a config key (keys of chunking: "
-        "mode, size, overlap, heading_prefix); did you mean 'size'?",
+        "mode, size, overlap, heading_prefix, title_prefix, unit, tokenizer); did you mean 'size'?",
         "command line: embeding.model=x: embeding.model is not a config key (keys of the "
         "config: paths, corpus, golden, preprocess, chunking, embedding, retrieval, eval, "
         "tracking, cache, judge, rerank, sweep, verbose); did you mean 'embedding'?",
@@ -122,7 +126,7 @@ def test_every_sweep_value_is_checked_on_the_baseline(project: Path) -> None:
         "(options: nfkc, nfkc_synonyms, none); did you mean 'nfkc'?",
     ]
     assert messages(["sweep=chunkin"])[0].endswith(
-        "(sweeps: bad, chunking, grid_small, retrieval); did you mean 'chunking'?"
+        "(sweeps: access, bad, chunking, grid_small, retrieval); did you mean 'chunking'?"
     )
 
 
@@ -255,3 +259,41 @@ def test_check_takes_a_runs_command_line_as_typed(tmp_path: Path) -> None:
     out = ragsweep("check", "-m", "sweep=chunking", "-v", "tracking=off", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "detectable difference (80% power" in out.stdout
+
+
+def test_semantic_chunks_are_counted_at_run_time(project: Path) -> None:
+    found = run_checks(["chunking=semantic", "tracking=off"])
+    assert found.problems == []
+    assert found.facts.corpus is not None and found.facts.config is not None
+    counts = chunk_counts(found.facts.corpus, found.facts.config, None)
+    assert [count for _, count in counts] == [None]
+    found.facts.chunks = counts
+    assert "counted at run time" in render_summary(found.facts)
+
+
+@needs_st
+def test_chunks_in_tokens_are_counted_in_tokens(project: Path) -> None:
+    write(project / "sweeps" / "tok.yaml", "axes:\n  - chunking.size: [40, 80]\n")
+    overrides = ["chunking.unit=tokens", "chunking.overlap=0", "chunking.size=60"]
+    found = run_checks(["sweep=tok", "tracking=off", *overrides])
+    assert found.problems == []
+    assert found.facts.corpus is not None and found.facts.config is not None
+    counts = chunk_counts(found.facts.corpus, found.facts.config, found.facts.sweep)
+    corpus = found.facts.corpus
+    run = found.facts.config.resolved.cfg.chunking  # type: ignore[union-attr]
+    tools = ChunkTools(chunk_tokenizer(run, EmbeddingConfig("bm25")))
+    sizes = [replace(run, size=size) for size in (60, 40, 80)]
+    expected = [len(chunk_corpus(corpus, chunking, tools)) for chunking in sizes]
+    assert [count for _, count in counts] == expected
+    assert expected[0] != len(chunk_corpus(corpus, replace(run, unit="chars")))
+
+
+def test_an_older_corpus_file_is_told_which_parser_line_to_add(project: Path) -> None:
+    old = f"name: old\npath: {DEMO_CORPUS}\nextensions: [.md, .txt]\nfollow_external_links: false\n"
+    write(project / "conf" / "corpus" / "old.yaml", old)  # no parser keys: made before them
+    write(project / "sweeps" / "parsers.yaml", "axes:\n  - corpus.pdf_parser: [pypdf, off]\n")
+    found = messages(["corpus=old", "sweep=parsers", "tracking=off"])
+    assert len(found) == 1 and found[0].endswith(
+        "axis 1 (corpus.pdf_parser): the corpus config has no pdf_parser (a project made "
+        "before parsers could be swept): add `pdf_parser: pypdf` to conf/corpus/old.yaml"
+    ), found

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from ragsweep.chunk import chunkers as chunking
+from ragsweep.chunk import semantic as chunk_semantic
+from ragsweep.chunk import tokens as chunk_tokens
 from ragsweep.chunk.chunkers import (
     CHUNKER_SOURCE_DIGEST,
     CHUNKERS,
@@ -470,11 +472,18 @@ def test_unknown_mode_names_key_allowed_values_and_near_match() -> None:
         chunk_document(Document(id="d", text="text"), cfg)
     message = str(excinfo.value)
     assert "chunking.mode" in message
-    assert "fixed, heading, paragraph, recursive, sentence" in message
+    assert "fixed, heading, paragraph, recursive, semantic, sentence" in message
     assert "did you mean 'heading'" in message
     with pytest.raises(ConfigError, match=r"chunking\.mode"):
         chunk_corpus(Corpus(documents=(), source="empty"), cfg)
-    assert CHUNKERS.names() == ["fixed", "heading", "paragraph", "recursive", "sentence"]
+    assert CHUNKERS.names() == [
+        "fixed",
+        "heading",
+        "paragraph",
+        "recursive",
+        "semantic",
+        "sentence",
+    ]
 
 
 def test_chunk_corpus_keeps_corpus_then_offset_order() -> None:
@@ -487,8 +496,9 @@ def test_chunk_corpus_keeps_corpus_then_offset_order() -> None:
 
 
 def test_chunker_digest_changes_when_the_chunker_source_is_edited(tmp_path: Path) -> None:
-    """The digest covers the chunker and the span trimming it uses (ragsweep.data.spans)."""
-    sources = [Path(chunking.__file__), Path(data_spans.__file__)]
+    """The digest covers the chunker, the span trimming it uses (ragsweep.data.spans), token
+    windows and semantic breakpoints."""
+    sources = [Path(m.__file__) for m in (chunking, data_spans, chunk_tokens, chunk_semantic)]
 
     def digest(files: list[Path]) -> str:
         return sha256_parts(sha256_file(file) for file in files)

@@ -37,7 +37,7 @@ def test_unknown_mode_suggests_the_near_match(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert (
         "chunking.mode='headings' is not one of: fixed, heading, paragraph, recursive, "
-        "sentence; did you mean "
+        "semantic, sentence; did you mean "
         "'heading'?" in out.stderr
     )
 

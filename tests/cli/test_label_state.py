@@ -6,15 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragsweep.cli.label_state import (
-    LabelProject,
-    labelled_record,
-    state,
-    text_digest,
-)
+from ragsweep.cli.label_state import LabelProject, labelled_record, state
 from ragsweep.config.schema import CorpusConfig, GoldenConfig
 from ragsweep.data.corpus import load_corpus
-from ragsweep.data.golden_file import evidence_item, save_case
+from ragsweep.data.golden_file import evidence_item, save_case, text_digest
 
 TEXT = "Intro.\n\nBackups run nightly.\n\nMore.\n\nBackups run nightly.\n"
 

@@ -188,7 +188,8 @@ def test_compare_fits_and_prints_the_decision_figures(
     assert f"p = {p_value.group(1)}" in significance
     for type_name in ("exception", "factual", "multi_doc", "procedural"):
         assert lines_with(out.stdout, "| metric |") and type_name in out.stdout
-    assert "  - candidate: `" in out.stdout  # the flipped cases, one chunk per line
+    assert "  - first chunk: baseline `" in out.stdout  # the flipped cases, explained
+    assert "  - stage: **" in out.stdout and "  - next action: " in out.stdout
 
 
 def test_promote_fits_and_prints_the_holdout_figures(

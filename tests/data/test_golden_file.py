@@ -85,3 +85,16 @@ def test_bad_origin_or_status(mini_project: Path, field: dict[str, str], message
     corpus = load_corpus(CorpusConfig(path=str(mini_project / "corpus")))
     with pytest.raises(GoldenError, match=message):
         load_golden(GoldenConfig(path=str(path)), corpus)
+
+
+def test_a_golden_file_that_cannot_be_written_is_a_named_error(tmp_path: Path) -> None:
+    # root may write anywhere, so no chmod: a name the file system takes but whose
+    # temporary sibling (14 characters longer) it refuses makes the write itself fail
+    path = tmp_path / ("g" * 244 + ".jsonl")
+    path.write_text(HAND_LINE + "\n", encoding="utf-8")
+    digest = read_golden_file(path).digest
+    case = {"id": "q2", "question": "b?", "answerable": False}
+    with pytest.raises(GoldenError, match="cannot write the golden file") as raised:
+        save_case(path, digest, case, None)
+    assert str(path) in str(raised.value) and "writable" in str(raised.value)
+    assert path.read_text(encoding="utf-8") == HAND_LINE + "\n"

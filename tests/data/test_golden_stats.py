@@ -73,6 +73,14 @@ def test_stats_count_cases_per_split_and_type(mini_project: Path, capsys) -> Non
     assert rows[("holdout", "all types")] == ["1", "0", "none"]
 
 
+def test_permission_cases_are_not_counted_as_answerable(capsys) -> None:
+    access = Path(__file__).resolve().parents[2] / "demo" / "access"  # the access demo
+    main(["stats", str(access / "golden.jsonl"), "--corpus", str(access / "corpus.jsonl")])
+    output = capsys.readouterr().out
+    assert "10 (6 answerable, 4 unanswerable)" in output  # 4 permission cases
+    assert table_rows(output)[("tuning", "permission")] == ["0", "2", "none"]
+
+
 def test_stats_of_a_larger_set_give_a_difference(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     corpus.mkdir()

@@ -329,6 +329,7 @@ def test_a_top_chunk_whose_id_is_not_its_location_keeps_its_id() -> None:
     assert stored == {
         "id": "q1",
         "split": "tuning",
+        "origin": "hand",
         "metrics": {"hit_at_1": 1.0, "mrr": 1.0},
         "latency_ms": 2.0,
         "top_chunk_id": "ext-17",
@@ -371,8 +372,8 @@ def test_a_squad_run_uploads_at_most_a_megabyte(tmp_path: Path) -> None:
 
 
 PER_CASE_BYTES = 240
-"""docs/tracking.md, "Artifact budget": a SQuAD case averages 223 bytes (its table row 197,
-its compressed line 26)."""
+"""docs/tracking.md, "Artifact budget": a SQuAD case averages 224 bytes (its table row 197,
+its compressed line with span traces 27)."""
 PER_RUN_BYTES = 75_000
 """The files that grow with the question types and measures, not the cases (69 kB on SQuAD)."""
 

@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 
 from ragsweep.config.app import plain_config
-from ragsweep.core.errors import ConfigError
+from ragsweep.core.errors import ConfigError, ContractError
+from ragsweep.index.backends.ann import AnnIndex
+from ragsweep.index.backends.dense import DenseIndex
+from ragsweep.index.base import IndexProvenance, Query
+from ragsweep.index.encoding import ModelIdentity
 from ragsweep.run.config import resolve
 from ragsweep.run.pipeline import run_evaluation
 
@@ -17,6 +21,28 @@ pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("faiss") is None, reason="extra not installed: pip install -e '.[ann]'"
 )
 OFF = "tracking.enabled=false"
+
+
+class NarrowerModel:
+    """A query model whose vectors are 3 wide, as a changed model under the same identity."""
+
+    identity = ModelIdentity("sentence_transformers", "mini", "1", 4, True)
+
+    def embed(self, texts):
+        return np.ones((len(texts), 3), dtype=np.float32) / np.sqrt(3)
+
+
+def test_a_query_of_another_width_is_a_contract_error_on_the_graph_path() -> None:
+    faiss = pytest.importorskip("faiss")
+
+    vectors = np.eye(4, dtype=np.float32)
+    graph = faiss.IndexHNSWFlat(4, 8, faiss.METRIC_INNER_PRODUCT)
+    graph.add(vectors)
+    model = NarrowerModel()
+    provenance = IndexProvenance(model.identity, {}, "chunks", "corpus", 4)
+    index = AnnIndex(provenance, DenseIndex(provenance, vectors, model), graph, 8)
+    with pytest.raises(ContractError, match="query embedding dimension 3 is not the index's 4"):
+        index.search([Query("q")], 2, {})
 
 
 def test_identity_covers_base_and_graph(compose_config) -> None:

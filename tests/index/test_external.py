@@ -52,6 +52,8 @@ def test_another_systems_rankings_score_as_that_system(
     scored, _ = evaluate(compose_config, mini_project, *external(rankings, manifest))
     assert [c.metrics for c in scored.cases] == [c.metrics for c in bm25.cases]
     assert scored.summary.overall == bm25.summary.overall
+    # a manifest lists the system's chunks: the chunk that hits a span is recorded
+    assert all(t.chunked == by_id for c in scored.cases for t in c.spans or ())
     assert scored.summary.extra["latency_ms_p50"] == pytest.approx(2.5)
 
 
@@ -73,6 +75,10 @@ def test_spans_of_any_shape_are_scored_by_the_span_rule(compose_config, mini_pro
     assert metrics["q3"] is not None and metrics["q3"]["mrr"] == 0.0
     assert metrics["q4"] is None  # unanswerable: counted, not scored
     assert scored.cases[0].retrieved[0].score == 1.0  # no score given: 1/rank
+    # no manifest: which chunk would hit q2's evidence is unknown, not "split"
+    rows = [c.to_json()["spans"] for c in scored.cases if c.spans is not None]
+    assert rows and all(len(span) == 1 for row in rows for span in row)
+    assert not any(t.split for c in scored.cases for t in c.spans or ())
 
 
 @pytest.mark.parametrize(

@@ -72,3 +72,7 @@ def test_no_decline_against_baseline(outcome: GateOutcome, thresholds: Threshold
     if thresholds.max_decline is None or thresholds.baseline_run is None:
         pytest.skip("max_decline or baseline_run is not set")
     _fail_on(outcome, "decline")
+
+
+def test_no_access_leak(outcome: GateOutcome) -> None:
+    _fail_on(outcome, "leak")

@@ -221,10 +221,8 @@ def test_cli_prints_markdown_and_logs_it_on_the_candidate(
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "**Decision: INCONCLUSIVE" in out
-    assert (
-        "- `c2` (factual)\n  - baseline: `baseline.md` [0:9] score 1.000\n"
-        "  - candidate: `candidate.md` [0:9]"
-    ) in out
+    assert "- `c2` (factual)\n  - first chunk: baseline `baseline.md` [0:9] score 1.000" in out
+    assert "stage: **unknown**" in out  # hand-built rows without span traces
     assert "exact: all 2^4 = 16 sign assignments" in out
 
     artifacts = {a.path for a in store.client.list_artifacts(candidate)}
@@ -255,3 +253,83 @@ def test_several_candidates_are_holm_adjusted(
         compare_main([baseline, gain, same, "--tracking-uri", store.uri, "--no-log"])
     out = " ".join(capsys.readouterr().out.split())  # the decision line is wrapped
     assert "Holm-adjusted over 2 candidates 0.0625" in out
+
+
+# (id, baseline spans, chunks packed, candidate spans, chunks packed): [rank, chunk chars]
+TRACED: list[tuple[str, Any, int, Any, int]] = [
+    ("split", [[1, 80]], 2, [[None, None]], 2),
+    ("merged", [[1, 80]], 2, [[1, 400]], 0),  # too large for the budget: nothing packed
+    ("bigger", [[1, 80]], 2, [[3, 400]], 2),  # larger too, but it fell below the packed two
+    ("unchunked", [[1, 80]], 2, [[None]], 2),  # chunks not complete: chunking not judged
+    ("depth", [[2, 80]], 2, [[None, 80]], 2),
+    ("ranked", [[1, 80]], 2, [[4, 80]], 2),
+    ("packed", [[2, 80]], 2, [[2, 80]], 1),
+    ("fixed", [[9, 80], [5, 90]], 2, [[9, 80], [1, 90]], 2),
+    ("same", [[1, 80]], 2, [[1, 80]], 2),
+    ("respanned", [[1, 80]], 2, [[None, None], [None, None]], 2),  # its evidence changed
+]
+
+
+def traced_row(case_id: str, spans: Any, packed: int) -> dict[str, Any]:
+    hit = float(any(s[0] is not None and s[0] <= packed for s in spans))
+    row = case_row(case_id, "factual", (hit, hit), 1.0, "run")
+    row["metrics"] |= {"hit_at_100c": hit, "recall_at_100c": hit, "chunks_used_at_100c": packed}
+    return row | {"spans": spans, "question": f"Where is {case_id}?"}
+
+
+def test_each_flip_is_explained_by_the_first_stage_that_lost_its_evidence(
+    builder: RunBuilder, store: RunStore
+) -> None:
+    config = {"eval": {"ks": [1, 5], "budgets": [100], "split": "holdout", "allow_holdout": True}}
+    runs = [
+        builder.log(side, [traced_row(t[0], t[1 + 2 * i], t[2 + 2 * i]) for t in TRACED])
+        for i, side in enumerate(("base", "cand"))
+    ]
+    for run_id in runs:
+        builder.client.log_text(run_id, yaml.safe_dump(config), "config.yaml")
+    result = compare_runs(store, *runs, metric="recall_at_100c")
+
+    causes = {f.case_id: (f.cause.stage, f.cause.span) for f in result.lost + result.gained}
+    assert causes == {
+        "split": ("chunking", 0),
+        "merged": ("chunking", 0),
+        "depth": ("candidate depth", 0),
+        "ranked": ("ranking", 0),
+        "bigger": ("ranking", 0),
+        "unchunked": ("candidate depth", 0),
+        "packed": ("packing", 0),
+        "fixed": ("ranking", 1),  # the span the candidate reaches, lost by the baseline
+        "respanned": ("unknown", None),
+    }
+    assert result.attribution == {
+        "lost": {"chunking": 2, "candidate depth": 2, "ranking": 2, "packing": 1, "unknown": 1},
+        "gained": {"ranking": 1},
+    }
+    merged = next(f for f in result.lost if f.case_id == "merged")
+    assert merged.question == "Where is merged?"
+    assert "80 → 400 characters" in merged.cause.detail
+    assert merged.cause.action.startswith("a smaller chunking.size")
+    bigger = next(f for f in result.lost if f.case_id == "bigger")
+    assert bigger.cause.detail == "its chunk fell from rank 1 to 3 (its chunk 80 → 400 characters)"
+    markdown = render_markdown(result)
+    assert "- `packed` (factual)\n  - question: Where is packed?\n" in markdown
+    assert "span 1: rank 2 → 2; packed yes → no; chunk 80 chars → 80 chars" in markdown
+    assert "next action: a larger budget" in markdown
+    assert "- `same`" not in markdown and "Where is same?" not in markdown  # no flip: unlisted
+    assert "chunk 80 chars → unknown" in markdown
+    assert "hit → miss chunking 2, candidate depth 2, ranking 2, packing 1, unknown 1" in " ".join(
+        markdown.split()
+    )
+    flips = result.to_json()["flips"]["hit_to_miss"]
+    assert next(f for f in flips if f["id"] == "respanned")["spans"] == []
+    assert flips[0]["spans"][0]["candidate"] == {"rank": None, "packed": False, "chunk_chars": None}
+
+
+def test_questions_come_from_the_cases_already_read(
+    builder: RunBuilder, store: RunStore, tmp_path: Path
+) -> None:
+    run_id = builder.log("traced", [traced_row("c1", [[1, 80]], 2)])
+    assert [c.id for c in store.cases(run_id)] == ["c1"]
+    for artifact in (tmp_path / "artifacts").rglob("cases.jsonl"):
+        artifact.unlink()  # a second fetch would now fail
+    assert store.questions(run_id) == {"c1": "Where is c1?"}

@@ -9,8 +9,15 @@ import pytest
 from rich.console import Console
 
 from ragsweep.cli.release import gate_main
-from ragsweep.release.errors import ThresholdsError
-from ragsweep.release.gate import check_decline, check_floors, check_latency
+from ragsweep.core.errors import ConfigError
+from ragsweep.release.errors import RunLookupError, ThresholdsError
+from ragsweep.release.gate import (
+    check_access,
+    check_decline,
+    check_floors,
+    check_latency,
+    pinned_run,
+)
 from ragsweep.release.promote import promote
 from ragsweep.release.store import RunStore
 from ragsweep.release.thresholds import (
@@ -90,6 +97,25 @@ def test_thresholds_file_round_trip_keeps_the_header(tmp_path: Path) -> None:
     assert text.startswith(HEADER + "\n\n# Minimum value per metric")
     assert load_thresholds(path) == thresholds
     assert render_thresholds(load_thresholds(path), HEADER) == text
+
+
+def test_a_floor_can_name_a_by_origin_figure(tmp_path: Path) -> None:
+    # runs log by_origin/<origin>/<measure> (docs/tracking.md): a floor may name one
+    path = tmp_path / "thresholds.yaml"
+    floors = {"by_type/factual/mrr": 0.2, "by_origin/hand/mrr": 0.3, "mrr": 0.4}
+    save_thresholds(path, Thresholds(floors=floors))
+    assert list(load_thresholds(path).floors) == [
+        "mrr",
+        "by_origin/hand/mrr",
+        "by_type/factual/mrr",
+    ]
+    figures = {"by_origin/hand/mrr": 0.5, "by_origin/drafted/mrr": 0.9, "mrr": 0.6}
+    raised, _ = ratchet(Thresholds(), figures, 0.1, add=["by_origin/drafted/mrr"])
+    assert raised.floors == {"by_origin/drafted/mrr": 0.8}
+    (low,) = check_floors(figures, {"by_origin/hand/mrr": 0.55})
+    assert low.message == "by_origin/hand/mrr dropped to 0.500 (floor 0.55)"
+    with pytest.raises(ConfigError, match="not a retrieval metric"):
+        Thresholds(floors={"by_origin/hand/x/mrr": 0.1})
 
 
 @pytest.mark.parametrize(
@@ -204,7 +230,7 @@ def test_quality_gate_fails_on_a_floor_above_the_current_value(
 
     result = run_quality_gate(pytester, monkeypatch, store.uri, path)
 
-    result.assert_outcomes(failed=1, passed=3)  # hit_at_10, latency and decline pass
+    result.assert_outcomes(failed=1, passed=4)  # hit_at_10, latency, decline, no leak pass
     result.stdout.fnmatch_lines([f"*mrr dropped to {mrr:.3f} (floor 1.00)*"])
 
 
@@ -217,7 +243,37 @@ def test_quality_gate_skips_when_nothing_is_promoted(
     path = tmp_path / "thresholds.yaml"
     save_thresholds(path, Thresholds(floors={"mrr": 1.0}))
     result = run_quality_gate(pytester, monkeypatch, f"sqlite:///{tracking_db}", path)
-    result.assert_outcomes(skipped=3)
+    result.assert_outcomes(skipped=4)
     result.stdout.fnmatch_lines(
         ["*nothing promoted yet: no complete run tagged ragsweep.promoted_from*"]
     )
+
+
+def test_any_access_leak_fails_whatever_the_averages() -> None:
+    assert check_access({"recall_at_5": 0.9}) == []  # a corpus without access metadata
+    assert check_access({"acl_leaks": 0.0, "revoked_retrieved": 0.0}) == []
+    (violation,) = check_access({"acl_leaks": 3.0, "cases_with_acl_leaks": 2.0})
+    assert violation.kind == "leak" and violation.message == (
+        "acl_leaks: 3 retrieved chunk(s) in 2 case(s) came from documents the case's principal "
+        "may not read (any leak fails the gate)"
+    )
+
+
+def test_an_empty_gate_run_variable_is_refused_not_taken_as_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``RAGSWEEP_GATE_RUN="$RUN"`` with an empty ``RUN`` must not gate the newest promoted
+    run: exit 2 naming the variable, before the store is opened (it is not created)."""
+    monkeypatch.setenv("RAGSWEEP_GATE_RUN", "")
+    db = tmp_path / "mlflow.db"
+    with pytest.raises(SystemExit) as exit_info:
+        gate_main(["check", "--tracking-uri", f"sqlite:///{db}"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: $RAGSWEEP_GATE_RUN is set but empty") and "unset" in err
+    assert not db.exists()
+    monkeypatch.setenv("RAGSWEEP_GATE_RUN", "  ")
+    with pytest.raises(RunLookupError, match="set but empty"):
+        pinned_run()
+    monkeypatch.delenv("RAGSWEEP_GATE_RUN")
+    assert pinned_run() is None

@@ -18,12 +18,12 @@ from tests.run.test_pipeline import project_overrides
         (
             "chunking.sise=400",
             "error: chunking.sise is not a known key (allowed: heading_prefix, mode, overlap, "
-            "size); did you mean chunking.size?",
+            "size, title_prefix, tokenizer, unit); did you mean chunking.size?",
         ),
         (
             "chunking=headings",
             "error: chunking='headings' is not one of: fixed, heading, paragraph, recursive, "
-            "sentence; did you mean "
+            "semantic, sentence; did you mean "
             "'heading'?",
         ),
         ("chunkng.size=400", "error: chunkng is not a known key (allowed: cache, chunking,"),

@@ -67,7 +67,7 @@ def reference_score_cases(
 ) -> list[tuple[str, dict[str, float] | None, tuple[RetrievedChunk, ...]]]:
     """Scoring before it was restricted to the retrieved chunks: the table of every chunk."""
     every = ChunkColumns.of(chunks)
-    metrics = _answerable_metrics(cases, ranked, every, cfg)
+    metrics, _ = _answerable_metrics(cases, ranked, every, chunks, cfg)
     retrieved = _retrieved(ranked, every)
     return [(case.id, metrics.get(i), retrieved[i]) for i, case in enumerate(cases)]
 

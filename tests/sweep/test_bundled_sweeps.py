@@ -26,8 +26,12 @@ NEEDS: dict[str, tuple[tuple[str, ...], tuple[pytest.MarkDecorator, ...]]] = {
 }
 
 
+ELSEWHERE = {"access": "tests/sweep/test_sweep_access.py"}
+"""Bundled sweeps run end to end (and checked) by a test of their own."""
+
+
 def test_every_bundled_sweep_is_covered() -> None:
-    assert BUNDLED == ["chunking", "grid_small", "retrieval"]
+    assert BUNDLED == ["access", "chunking", "grid_small", "retrieval"]
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +61,8 @@ def overrides_of(name: str, request: pytest.FixtureRequest) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=NEEDS.get(n, ((), ()))[1]) for n in BUNDLED]
+    "name",
+    [pytest.param(n, marks=NEEDS.get(n, ((), ()))[1]) for n in BUNDLED if n not in ELSEWHERE],
 )
 def test_bundled_sweep_passes_check_and_runs(
     name: str, tmp_path: Path, request: pytest.FixtureRequest

@@ -8,9 +8,11 @@ import random
 
 import pytest
 
+from ragsweep.eval.scoring import CaseResult
 from ragsweep.eval.stats import holm
+from ragsweep.eval.trace import SpanTrace
 from ragsweep.sweep.family import ADJUSTMENTS
-from ragsweep.sweep.paired import PairedDifference
+from ragsweep.sweep.paired import CaseValues, PairedDifference, paired_difference
 from ragsweep.sweep.select import DecisionSettings, decide
 from tests.sweep.test_sweep_spec import RECALL, START, STRONG, candidate, values
 
@@ -93,3 +95,19 @@ def test_the_family_wise_error_under_the_null_is_at_most_alpha() -> None:
 def test_unknown_adjustments_are_named() -> None:
     with pytest.raises(Exception, match="did you mean 'holm'"):
         ADJUSTMENTS.get("hlm")
+
+
+def test_a_compared_value_counts_its_lost_hits_by_stage() -> None:
+    def result(case_id: str, hit: float, spans: list[tuple[int | None, int | None]]) -> CaseResult:
+        metrics = {"recall_at_2000c": hit, "hit_at_2000c": hit, "chunks_used_at_2000c": 3.0}
+        traces = tuple(SpanTrace(*s) for s in spans)
+        return CaseResult(case_id, "factual", "tuning", True, metrics, (), 0.0, traces)
+
+    chosen = [result("a", 1, [(1, 80)]), result("b", 1, [(2, 80)]), result("c", 0, [(9, 80)])]
+    other = [result("a", 0, [(None, None)]), result("b", 0, [(7, 80)]), result("c", 1, [(1, 80)])]
+    mine, theirs = (CaseValues.from_cases(r, "recall_at_2000c", "x") for r in (other, chosen))
+    paired = paired_difference(mine, theirs, 100, 0, 0.95)
+    assert isinstance(paired, PairedDifference)
+    # a: split in the other value; b: its chunk fell from rank 2 to 7; c was gained
+    assert paired.lost_by_stage == {"chunking": 1, "ranking": 1}
+    assert paired.to_dict()["lost_by_stage"] == {"chunking": 1, "ranking": 1}

@@ -19,8 +19,10 @@ from omegaconf import DictConfig, OmegaConf
 from ragsweep.cli.callbacks import RequireMultirunForSweep
 from ragsweep.cli.job import run_from_config
 from ragsweep.config.app import config_dir
+from ragsweep.config.schema import CorpusConfig
 from ragsweep.core import tags as tag
 from ragsweep.core.errors import RagsweepError
+from ragsweep.data.corpus import corpus_files_digest
 from ragsweep.sweep.paired import PairedDifference
 from ragsweep.sweep.report import plot_title
 from ragsweep.sweep.result import SweepResult
@@ -507,3 +509,62 @@ def test_a_judge_axis_launches_one_job_per_value(tmp_path: Path) -> None:
     (axis,) = result.axes
     assert len({t.config_hash for t in axis.trials}) == 3  # three configurations, not one
     assert axis.best.point.label == "8"
+
+
+class EditAfterFirstJob:
+    """The real task; once the first job is done, ``file`` is edited (appended to)."""
+
+    def __init__(self, file: Path) -> None:
+        self.file = file
+        self.calls = 0
+
+    def __call__(self, cfg: DictConfig) -> float:
+        result = real_task(cfg)
+        self.calls += 1
+        if self.calls == 1:
+            self.file.write_text(self.file.read_text(encoding="utf-8") + " edited", "utf-8")
+        return result
+
+
+@pytest.mark.slow
+def test_a_parser_axis_runs_each_parser_on_the_same_files(
+    tmp_path: Path, mini_project: Path, outputs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """corpus.pdf_parser as a sweep axis: each parser is its own configuration, the quoted
+    PDF evidence resolves, and since the jobs read other corpus text they are held to the
+    digest of the corpus's files: an edit between jobs fails the next one."""
+    pytest.importorskip("pypdfium2", reason="the parsers extra: pip install -e '.[parsers]'")
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("helvetica", size=12)
+    pdf.add_page()  # words placed out of reading order, spaces run: the parsers' texts differ
+    pdf.text(100, 20, "World")
+    pdf.text(10, 20, "Hello")
+    pdf.text(10, 40, "Refunds:   30 days.")
+    pdf.output(str(mini_project / "corpus" / "terms.pdf"))
+    golden = mini_project / "golden.jsonl"
+    case = '{"id": "p", "question": "refund days?", "split": "tuning", '
+    case += '"evidence": [{"doc": "terms.pdf", "quote": "30 days.", "page": 1}]}\n'
+    golden.write_text(golden.read_text(encoding="utf-8") + case, encoding="utf-8")
+    sweep = write_sweep(tmp_path, "axes:\n  - corpus.pdf_parser: [pypdf, pypdfium2]\n")
+    overrides = [f"sweep={sweep}", *project_overrides(mini_project)]
+    billing = mini_project / "corpus" / "billing.md"
+    files = corpus_files_digest(CorpusConfig(path=str(mini_project / "corpus")))
+    with pytest.raises(SystemExit) as exit_info:
+        multirun(EditAfterFirstJob(billing), tmp_path, "s1", *overrides)
+    assert exit_info.value.code == 2
+    saved = yaml.safe_load((tmp_path / "s1" / "sweep_result.yaml").read_text())
+    assert [t["status"] for t in saved["axes"][0]["trials"]] == ["new", "failed"]
+    printed = unwrapped("".join(capsys.readouterr()))
+    assert f"corpus changed during the sweep: {mini_project / 'corpus'} now hashes" in printed
+    assert f"was {files[:12]};" in printed  # the files' digest, not a parser's text digest
+    trials = saved["axes"][0]["trials"]
+    assert [t["value"] for t in trials] == ["pypdf", "pypdfium2"]
+    assert len({t["config_hash"] for t in trials}) == 2  # each parser is its own config
+    client, experiment = store(tmp_path)
+    children = [r for r in client.search_runs(experiment) if "mlflow.parentRunId" in r.data.tags]
+    (finished,) = [c for c in children if c.info.status == "FINISHED"]
+    assert finished.data.metrics["n_answerable"] == 4  # the PDF's quote resolved (pypdf)
+    # (resuming after the file is restored: test_sweep_inputs.py; the quote under
+    # pypdfium2: tests/data/test_parsers.py)

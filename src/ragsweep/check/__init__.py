@@ -28,13 +28,14 @@ from ragsweep.check.problems import Problem
 from ragsweep.check.store import StoreProblem, probe
 from ragsweep.check.summary import Facts, render_problems, render_summary
 from ragsweep.check.sweeps import SweepCheck, check_sweep, chunking_label
-from ragsweep.chunk.chunkers import chunk_corpus
+from ragsweep.chunk.chunkers import SEMANTIC, ChunkTools, chunk_corpus
 from ragsweep.config.app import project_sweeps_dir
-from ragsweep.config.schema import ChunkingConfig
+from ragsweep.config.schema import ChunkingConfig, EmbeddingConfig
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.terminal import terminal_width
 from ragsweep.data.corpus import Corpus, load_corpus
 from ragsweep.data.golden import GoldenSet
+from ragsweep.index.chunk_tokens import chunk_tokenizer
 from ragsweep.run.config import select_cases
 from ragsweep.tracking.log import tracking_uri
 
@@ -126,15 +127,31 @@ def _check_sweep(
 
 def chunk_counts(
     corpus: Corpus, config: ConfigCheck, sweep: SweepCheck | None
-) -> list[tuple[str, int]]:
-    """``(label, chunks)`` for the run's chunking, then each other sweep value's."""
-    configs: dict[ChunkingConfig, str] = {}
-    if config.resolved is not None:
-        run = config.resolved.cfg.chunking
-        configs[run] = f"{chunking_label(run)} (this run)"
+) -> list[tuple[str, int | None]]:
+    """``(label, chunks)`` for the run's chunking, then each other sweep value's, each
+    chunked with its own tools (the tokenizer of ``chunking.unit=tokens``); None for
+    ``chunking.mode=semantic``, whose chunks need the sentence model (counted at run time)."""
+    if config.resolved is None:  # an invalid run config is a problem: no summary is shown
+        return []
+    run = config.resolved.cfg.chunking
+    embedding = config.resolved.cfg.embedding
+    configs: dict[ChunkingConfig, tuple[str, ChunkTools | None]] = {
+        run: (f"{chunking_label(run)} (this run)", config.resolved.chunk_tools)
+    }
     for label, chunking in sweep.chunkings if sweep else ():
-        configs.setdefault(chunking, label)
-    return [(label, len(chunk_corpus(corpus, c))) for c, label in configs.items()]
+        configs.setdefault(chunking, (label, None))
+    return [(label, _count(corpus, c, tools, embedding)) for c, (label, tools) in configs.items()]
+
+
+def _count(
+    corpus: Corpus, chunking: ChunkingConfig, tools: ChunkTools | None, embedding: EmbeddingConfig
+) -> int | None:
+    """The number of chunks of ``chunking`` (None for a semantic one)."""
+    if chunking.mode == SEMANTIC:
+        return None
+    if tools is None:
+        tools = ChunkTools(tokenizer=chunk_tokenizer(chunking, embedding))
+    return len(chunk_corpus(corpus, chunking, tools))
 
 
 def build_parser() -> argparse.ArgumentParser:

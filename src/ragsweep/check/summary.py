@@ -24,14 +24,15 @@ LABEL_WIDTH = 10
 
 @dataclass
 class Facts:
-    """What a clean check shows. ``chunks``: ``(chunking label, chunk count)`` pairs."""
+    """What a clean check shows. ``chunks``: ``(chunking label, chunk count)`` pairs (count
+    None: counted at run time)."""
 
     config: ConfigCheck | None = None
     corpus: Corpus | None = None
     golden: GoldenSet | None = None
     sweep: SweepCheck | None = None
     store: str | None = None
-    chunks: list[tuple[str, int]] = field(default_factory=list)
+    chunks: list[tuple[str, int | None]] = field(default_factory=list)
 
 
 def render_problems(problems: Sequence[Problem], width: int = DEFAULT_WIDTH) -> str:
@@ -82,7 +83,7 @@ def _golden_lines(golden: GoldenSet) -> list[str]:
 def _power(golden: GoldenSet) -> list[str]:
     """Per split, the smallest difference a paired test detects on its answerable cases
     (:mod:`ragsweep.eval.power`), and a warning for a split that detects none."""
-    answerable = Counter(case.split for case in golden.cases if case.answerable)
+    answerable = Counter(case.split for case in golden.cases if case.scored)
     assumptions = PowerAssumptions()
     figures = []
     for split in SPLITS:
@@ -96,15 +97,24 @@ def _power(golden: GoldenSet) -> list[str]:
     return lines
 
 
-def _chunk_lines(chunks: Sequence[tuple[str, int]], sweeping: bool) -> list[str]:
+def _chunk_lines(chunks: Sequence[tuple[str, int | None]], sweeping: bool) -> list[str]:
     width = max((len(label) for label, _ in chunks), default=0)
-    lines = [f"{label:<{width}}  {count:>7,}" for label, count in chunks]
+    lines = [f"{label:<{width}}  {_chunk_count(count)}" for label, count in chunks]
     if sweeping:
         lines.append(
             "(each sweep value on the sweep's baseline, not on what earlier axes will choose; "
             "counted in memory, nothing indexed)"
         )
     return lines
+
+
+def _chunk_count(count: int | None) -> str:
+    """A chunk count, or why there is none (semantic chunks need the sentence model)."""
+    return (
+        f"{count:>7,}"
+        if count is not None
+        else "counted at run time (semantic: needs the sentence model)"
+    )
 
 
 def _sweep_lines(sweep: SweepCheck) -> list[str]:

@@ -26,20 +26,50 @@ import functools
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any
 
-from ragsweep.config.schema import ChunkingConfig
+from ragsweep.chunk import semantic as chunk_semantic
+from ragsweep.chunk import tokens as chunk_tokens
+from ragsweep.chunk.semantic import Embed, semantic_spans
+from ragsweep.chunk.tokens import ChunkTokenizer, token_windows
+from ragsweep.config.schema import ChunkingConfig, result_fields
 from ragsweep.core.hashing import source_digest
 from ragsweep.core.registry import Registry
 from ragsweep.data import spans as data_spans
 from ragsweep.data.corpus import Corpus, Document
 from ragsweep.data.spans import Span, trim_span
 
-SpanFinder = Callable[[str, Sequence["Section"], ChunkingConfig], list[Span]]
-"""A chunking mode: given the text, its sections and the config, the raw chunk spans in
-start order. Spans may carry surrounding whitespace; :func:`chunk_document` trims them."""
+
+@dataclass(frozen=True)
+class ChunkTools:
+    """What a mode may need besides the text and the config: the tokenizer sizes are
+    counted in (``chunking.unit=tokens``; None: characters)."""
+
+    tokenizer: ChunkTokenizer | None = None
+    embedder: str = ""
+    """``chunking.mode=semantic``: the key of the model that embeds sentences
+    (:mod:`ragsweep.index.semantic`); part of the chunks' cache key."""
+    embed: Embed | None = field(default=None, compare=False)
+    """That model's embedding function (given by the run, cache-backed)."""
+
+
+NO_TOOLS = ChunkTools()
+"""Sizes in characters, nothing else."""
+
+
+def chunking_identity(cfg: ChunkingConfig, stage: str | None = None) -> dict[str, Any]:
+    """The result fields of ``cfg`` (of ``stage``) without ``tokenizer``: a tokenizer file
+    stands in a hash by its sha256 (:attr:`ChunkTools.tokenizer`), not its path, so moving
+    the file changes nothing."""
+    return {k: v for k, v in result_fields(cfg, stage).items() if k != "tokenizer"}
+
+
+SpanFinder = Callable[[str, Sequence["Section"], ChunkingConfig, ChunkTools], list[Span]]
+"""A chunking mode: given the text, its sections, the config and the tools, the raw chunk
+spans in start order. Spans may carry surrounding whitespace; :func:`chunk_document` trims
+them."""
 
 CHUNKERS: Registry[SpanFinder] = Registry("chunking.mode")
 
@@ -50,9 +80,18 @@ chunks' cache key)."""
 LIBRARY_MODES = ("recursive", "sentence")
 """The modes cut by :data:`CHUNK_LIBRARY`."""
 
-CHUNKER_SOURCE_DIGEST: str = source_digest(sys.modules[__name__], data_spans)
-"""Digest of the source of this module and of :mod:`ragsweep.data.spans` (which trims every
-chunk's span): cached chunks are invalid once the chunking code changes."""
+SEMANTIC = "semantic"
+"""The mode whose breakpoints come from sentence embeddings (:mod:`ragsweep.chunk.semantic`)."""
+
+TOKEN_MODES = ("fixed", *LIBRARY_MODES)
+"""The modes that can measure sizes in tokens (``chunking.unit=tokens``)."""
+
+CHUNKER_SOURCE_DIGEST: str = source_digest(
+    sys.modules[__name__], data_spans, chunk_tokens, chunk_semantic
+)
+"""Digest of the source of this module, of :mod:`ragsweep.data.spans` (which trims every
+chunk's span), :mod:`ragsweep.chunk.tokens` and :mod:`ragsweep.chunk.semantic`: cached
+chunks are invalid once the chunking code changes."""
 
 MAX_NUMBERED_HEADING_CHARS = 80
 """A plain-text numbered heading (``3.1 Scope``) is a short line; longer lines are prose."""
@@ -329,13 +368,20 @@ def _clean_spans(text: str, spans: list[Span]) -> list[Span]:
 
 
 @CHUNKERS.register("fixed")
-def fixed_spans(text: str, sections: Sequence[Section], cfg: ChunkingConfig) -> list[Span]:
-    """Windows of ``cfg.size`` characters over the whole text, ``size - overlap`` apart."""
+def fixed_spans(
+    text: str, sections: Sequence[Section], cfg: ChunkingConfig, tools: ChunkTools
+) -> list[Span]:
+    """Windows of ``cfg.size`` characters (or tokens) over the whole text, ``size -
+    overlap`` apart."""
+    if tools.tokenizer is not None:
+        return token_windows(text, tools.tokenizer, cfg.size, cfg.overlap)
     return _windows(0, len(text), cfg.size, cfg.overlap)
 
 
 @CHUNKERS.register("paragraph")
-def paragraph_spans(text: str, sections: Sequence[Section], cfg: ChunkingConfig) -> list[Span]:
+def paragraph_spans(
+    text: str, sections: Sequence[Section], cfg: ChunkingConfig, tools: ChunkTools
+) -> list[Span]:
     """Consecutive paragraphs packed greedily while their span fits in ``cfg.size``.
 
     With overlap, a chunk starts with the trailing whole paragraphs of the previous chunk
@@ -395,7 +441,9 @@ def _next_first(paragraphs: list[Span], first: int, last: int, cfg: ChunkingConf
 
 
 @CHUNKERS.register("heading")
-def heading_spans(text: str, sections: Sequence[Section], cfg: ChunkingConfig) -> list[Span]:
+def heading_spans(
+    text: str, sections: Sequence[Section], cfg: ChunkingConfig, tools: ChunkTools
+) -> list[Span]:
     """One chunk per section; a heading with a blank body joins the section after it when
     the merged span fits in ``cfg.size``; longer spans become fixed windows."""
     spans: list[Span] = []
@@ -440,22 +488,28 @@ class ChunkOffsetError(AssertionError):
 
 
 @functools.lru_cache(maxsize=8)
-def _library_chunker(mode: str, size: int, overlap: int) -> Any:
-    """A chonkie chunker measuring sizes in characters (imported on first use)."""
-    from chonkie import RecursiveChunker, SentenceChunker
+def _library_chunker(mode: str, size: int, overlap: int, tokenizer: ChunkTokenizer | None) -> Any:
+    """A chonkie chunker measuring sizes in characters, or in the tokens of ``tokenizer``
+    (imported on first use)."""
+    from chonkie import RecursiveChunker, RecursiveRules, SentenceChunker
 
+    counter = "character" if tokenizer is None else tokenizer.load()
     if mode == "sentence":
-        return SentenceChunker(tokenizer="character", chunk_size=size, chunk_overlap=overlap)
-    return RecursiveChunker(tokenizer="character", chunk_size=size)
+        return SentenceChunker(tokenizer=counter, chunk_size=size, chunk_overlap=overlap)
+    rules = RecursiveRules()
+    if tokenizer is not None:  # its last level decodes tokens, which is not the text back
+        rules = RecursiveRules(levels=list(rules.levels or [])[:-1])  # uncased: lowercased
+    return RecursiveChunker(tokenizer=counter, chunk_size=size, rules=rules)
 
 
-def library_spans(mode: str, text: str, cfg: ChunkingConfig) -> list[Span]:
+def library_spans(mode: str, text: str, cfg: ChunkingConfig, tools: ChunkTools) -> list[Span]:
     """The spans of the library's chunks of ``text``; each chunk's text must equal
     ``text[start:end]`` (ChunkOffsetError otherwise), so span labels keep working."""
     if not text.strip():
         return []
     spans: list[Span] = []
-    for chunk in _library_chunker(mode, cfg.size, cfg.overlap).chunk(text):
+    chunker = _library_chunker(mode, cfg.size, cfg.overlap, tools.tokenizer)
+    for chunk in chunker.chunk(text):
         if text[chunk.start_index : chunk.end_index] != chunk.text:
             raise ChunkOffsetError(f"{mode} chunk at {chunk.start_index} is not text[start:end]")
         spans.append((chunk.start_index, chunk.end_index))
@@ -463,17 +517,32 @@ def library_spans(mode: str, text: str, cfg: ChunkingConfig) -> list[Span]:
 
 
 @CHUNKERS.register("recursive")
-def recursive_spans(text: str, sections: Sequence[Section], cfg: ChunkingConfig) -> list[Span]:
+def recursive_spans(
+    text: str, sections: Sequence[Section], cfg: ChunkingConfig, tools: ChunkTools
+) -> list[Span]:
     """chonkie's recursive splitter (paragraphs, lines, sentences, words) up to ``size``
-    characters; ``overlap`` is not used (the splitter has none)."""
-    return library_spans("recursive", text, cfg)
+    characters (or tokens); ``overlap`` is not used (the splitter has none)."""
+    return library_spans("recursive", text, cfg, tools)
 
 
 @CHUNKERS.register("sentence")
-def sentence_spans(text: str, sections: Sequence[Section], cfg: ChunkingConfig) -> list[Span]:
-    """Whole sentences packed up to ``size`` characters, ``overlap`` characters of
-    sentences repeated (chonkie's sentence chunker)."""
-    return library_spans("sentence", text, cfg)
+def sentence_spans(
+    text: str, sections: Sequence[Section], cfg: ChunkingConfig, tools: ChunkTools
+) -> list[Span]:
+    """Whole sentences packed up to ``size`` characters (or tokens), ``overlap`` of them
+    repeated (chonkie's sentence chunker)."""
+    return library_spans("sentence", text, cfg, tools)
+
+
+@CHUNKERS.register(SEMANTIC)
+def semantic_mode_spans(
+    text: str, sections: Sequence[Section], cfg: ChunkingConfig, tools: ChunkTools
+) -> list[Span]:
+    """Sentences grouped between semantic breakpoints, up to ``size`` characters
+    (:mod:`ragsweep.chunk.semantic`); ``overlap`` is not used."""
+    if tools.embed is None:
+        raise ValueError("chunking.mode=semantic needs the run's sentence embedder")
+    return semantic_spans(text, cfg.size, cfg.breakpoint_percentile, tools.embed)
 
 
 def chunk_library_version() -> str:
@@ -484,7 +553,7 @@ def chunk_library_version() -> str:
 # ---------------------------------------------------------------------------- public API
 
 
-def chunk_document(doc: Document, cfg: ChunkingConfig) -> list[Chunk]:
+def chunk_document(doc: Document, cfg: ChunkingConfig, tools: ChunkTools = NO_TOOLS) -> list[Chunk]:
     """The chunks of ``doc`` in offset order; ``[]`` for an empty or blank document.
 
     Raises ConfigError naming ``chunking.mode`` when the mode is not registered.
@@ -492,7 +561,7 @@ def chunk_document(doc: Document, cfg: ChunkingConfig) -> list[Chunk]:
     find_spans = CHUNKERS.get(cfg.mode)
     sections = find_sections(doc.text)
     section_starts = [s.start for s in sections]
-    spans = _clean_spans(doc.text, find_spans(doc.text, sections, cfg))
+    spans = _clean_spans(doc.text, find_spans(doc.text, sections, cfg, tools))
     return [
         make_chunk(doc, start, end, _heading_path_at(sections, section_starts, start))
         for start, end in spans
@@ -511,10 +580,10 @@ def make_chunk(doc: Document, start: int, end: int, heading_path: tuple[str, ...
     )
 
 
-def chunk_corpus(corpus: Corpus, cfg: ChunkingConfig) -> list[Chunk]:
+def chunk_corpus(corpus: Corpus, cfg: ChunkingConfig, tools: ChunkTools = NO_TOOLS) -> list[Chunk]:
     """The chunks of every document, in corpus order and then offset order."""
     CHUNKERS.get(cfg.mode)  # fail on an unknown mode even for an empty corpus
-    return [chunk for doc in corpus for chunk in chunk_document(doc, cfg)]
+    return [chunk for doc in corpus for chunk in chunk_document(doc, cfg, tools)]
 
 
 def indexed_text(chunk: Chunk, heading_prefix: bool, title: str | None = None) -> str:

@@ -217,22 +217,24 @@ def _finished(result: dict[str, Any], source: str) -> dict[str, Any]:
 
 def axis_decisions(result: Mapping[str, Any]) -> list[str]:
     """Per axis: ``1. chunking.size: 800 (start 400: +0.108 [+0.058, +0.161], p <0.001)``."""
-    lines: list[tuple[int, str]] = [
+    lines: list[tuple[tuple[int, int], str]] = [
         (
-            skipped["number"],
+            (1, skipped["number"]),
             f"{skipped['number']}. {skipped['axis']}: skipped ({skipped['reason']})",
         )
         for skipped in result.get("skipped") or []
     ]
     for index, axis in enumerate(result["axes"], start=1):
         number = axis.get("number") or index  # not recorded before: file order
+        pass_number = axis.get("pass") or 1  # a later pass of strategy confirm
         trials = axis["trials"]
         chosen = next((t for t in trials if t["value"] == axis["chosen"]), None)
         start = next((t for t in trials if t.get("incumbent")), None)
-        text = f"{number}. {axis['axis']}: {axis['chosen']}"
+        again = f" (pass {pass_number})" if pass_number > 1 else ""
+        text = f"{number}. {axis['axis']}{again}: {axis['chosen']}"
         if chosen is not None and chosen.get("objective") is not None:
             text += f" ({result['objective']} {chosen['objective']:.4f})"
-        lines.append((number, text + _against_start(chosen, start)))
+        lines.append(((pass_number, number), text + _against_start(chosen, start)))
     return [line for _, line in sorted(lines, key=lambda item: item[0])]
 
 

@@ -32,6 +32,11 @@ class PrepareTrackingStore(Callback):
     A store that cannot be reached or created fails the launch (``error: ...``, exit status
     2) instead of failing every job after its work. Hydra turns an exception raised by a
     callback into a warning, so the error ends the process here.
+
+    A sweep file's multirun (``-m sweep=NAME``) is the exception: the sweep engine prepares
+    the store itself, once it has checked the axes and read the golden set and the corpus
+    (:meth:`ragsweep.sweep.engine.SweepRun.run`), so that broken inputs are refused in
+    seconds, before a store is created or migrated. Only the cheap checks run here.
     """
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -44,7 +49,11 @@ class PrepareTrackingStore(Callback):
         with _exit_on_error():
             cfg = tracking_settings(config)
             check_writable(cfg)
-            if cfg.enabled and not experiment_is_ready(tracking_uri(cfg), cfg.experiment):
+            if (
+                cfg.enabled
+                and not _sweep_name(config)
+                and not experiment_is_ready(tracking_uri(cfg), cfg.experiment)
+            ):
                 prepare_store(cfg)  # else the sweep's logger opens it (tracking.background)
             check_parent_run(cfg)
 
@@ -79,7 +88,7 @@ class RejectSecretKeys(Callback):
 
 def _check_sweep_file(config: DictConfig) -> None:
     """Refuse secrets in the sweep file ``hydra.sweeper.sweep`` names, then validate it."""
-    name = OmegaConf.select(config, "hydra.sweeper.sweep")
+    name = _sweep_name(config)
     if not name:
         return
     folder = Path(str(OmegaConf.select(config, "hydra.sweeper.sweeps_dir") or "sweeps"))
@@ -89,6 +98,11 @@ def _check_sweep_file(config: DictConfig) -> None:
     if found:
         raise SweepFileError(refusal(found, f"in the sweep file {path}"))
     load_sweep(path)
+
+
+def _sweep_name(config: DictConfig) -> str:
+    """The sweep file a multirun sweeps (``-m sweep=NAME``), or "" for a plain grid."""
+    return str(OmegaConf.select(config, "hydra.sweeper.sweep") or "")
 
 
 def _reject_secrets(config: DictConfig) -> None:

@@ -30,6 +30,7 @@ from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import load_golden
 from ragsweep.eval.scoring import make_queries
 from ragsweep.index.backends import BACKENDS
+from ragsweep.index.semantic import with_sentence_embedder
 from ragsweep.index.stages import (
     cached_chunks,
     cached_texts,
@@ -97,8 +98,9 @@ def embed_shard(resolved: ResolvedConfig, shard: Shard) -> ShardOutcome:
         raise ConfigError("cache.enabled=false: the parts would be embedded and thrown away")
     cache = StageCache(Path(cfg.cache.dir))
     corpus = load_corpus(cfg.corpus)
-    chunk_set = chunks_key(corpus, cfg.chunking)
-    chunks = cached_chunks(corpus, cfg.chunking, chunk_set, cache)
+    tools = with_sentence_embedder(resolved.chunk_tools, cfg.chunking, cfg.embedding, cache)
+    chunk_set = chunks_key(corpus, cfg.chunking, tools)
+    chunks = cached_chunks(corpus, cfg.chunking, chunk_set, cache, tools)
     key = texts_key(chunk_set, cfg.chunking, resolved.preprocessor)
     titles = document_titles(corpus, cfg.chunking)
     prefix = cfg.chunking.heading_prefix

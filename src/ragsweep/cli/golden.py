@@ -12,25 +12,34 @@ configured ``golden.path``, ``corpus.path`` and ``golden.holdout_fraction``.
     ragsweep-golden draft --n N --model M [--base-url URL] [--out FILE] [--seed S]
 
 ``draft`` has a model draft questions with evidence quotes for review in ``ragsweep label``
-(:mod:`ragsweep.cli.golden_draft`; docs/golden.md). Errors print ``error: ...`` and exit 2.
+(:mod:`ragsweep.cli.golden_draft`; docs/golden.md).
+
+    ragsweep-golden stamp [FILE] [--corpus PATH]
+
+``stamp`` records the digest of each evidence document of the cases that have none (cases
+written by hand), so that ``ragsweep label`` flags them once a document changes
+(:mod:`ragsweep.data.golden_stamp`). Errors print ``error: ...`` and exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ragsweep.cli.golden_draft import DraftOptions, run_draft
-from ragsweep.config.schema import CorpusConfig, GoldenConfig
+from ragsweep.config.app import refuse_bundled_write
+from ragsweep.config.schema import CorpusConfig, GoldenConfig, from_mapping
 from ragsweep.core.errors import ConfigError, RagsweepError
 from ragsweep.core.names import SPLITS
 from ragsweep.core.terminal import fit_markdown, markdown_table
 from ragsweep.data.corpus import load_corpus
 from ragsweep.data.golden import GoldenCase, GoldenSet, load_golden
 from ragsweep.data.golden_file import drafts_path
+from ragsweep.data.golden_stamp import stamp_cases
 from ragsweep.eval.power import PowerAssumptions, detectable_difference, min_discordant
 from ragsweep.release.store import current_config
 
@@ -67,7 +76,7 @@ def slice_stats(golden: GoldenSet, assumptions: PowerAssumptions) -> list[SliceS
 def _stats(
     split: str, type_name: str, cases: Sequence[GoldenCase], assumptions: PowerAssumptions
 ) -> SliceStats:
-    answerable = sum(c.answerable for c in cases)
+    answerable = sum(c.scored for c in cases)  # permission cases get no recall
     return SliceStats(
         split,
         type_name,
@@ -81,7 +90,7 @@ def render_stats(
     golden: GoldenSet, rows: Sequence[SliceStats], assumptions: PowerAssumptions
 ) -> str:
     """Markdown: the set, the assumptions, and one row per split and type."""
-    answerable = sum(c.answerable for c in golden.cases)
+    answerable = sum(c.scored for c in golden.cases)
     needed = min_discordant(assumptions.alpha)
     lines = [
         "# Golden set",
@@ -136,7 +145,26 @@ def _parser() -> argparse.ArgumentParser:
     drafts.add_argument("--max-tokens", type=int, default=200)
     drafts.add_argument("--timeout", type=float, default=300.0, help="seconds per call")
     drafts.add_argument("--corpus", help="corpus directory or JSONL (default: corpus.path)")
+    stamps = commands.add_parser(
+        "stamp", help="record evidence documents' digests so later changes are flagged"
+    )
+    stamps.add_argument("file", nargs="?", help="golden JSONL (default: golden.path)")
+    stamps.add_argument("--corpus", help="corpus directory or JSONL (default: corpus.path)")
     return parser
+
+
+def _corpus_config(configured: Mapping[str, Any], path: str | None) -> CorpusConfig:
+    """The project's corpus config (its extensions, parsers and link policy included), with
+    ``path`` (``--corpus``) in place of its path when given."""
+    cfg = from_mapping(CorpusConfig, configured["corpus"], "corpus")
+    return replace(cfg, path=path) if path else cfg
+
+
+def _golden_config(configured: Mapping[str, Any], path: str | None) -> GoldenConfig:
+    """The project's golden config (all of it, as a run reads it), with ``path`` in place of
+    its path when given."""
+    cfg = from_mapping(GoldenConfig, configured["golden"], "golden")
+    return replace(cfg, path=path) if path else cfg
 
 
 def stats_main(options: argparse.Namespace) -> str:
@@ -146,15 +174,10 @@ def stats_main(options: argparse.Namespace) -> str:
     except ValueError as exc:
         raise ConfigError(f"--{exc}") from None
     configured = current_config()
-    golden_cfg = GoldenConfig(
-        path=options.file or configured["golden"]["path"],
-        holdout_fraction=(
-            configured["golden"]["holdout_fraction"]
-            if options.holdout_fraction is None
-            else options.holdout_fraction
-        ),
-    )
-    corpus = load_corpus(CorpusConfig(path=options.corpus or configured["corpus"]["path"]))
+    golden_cfg = _golden_config(configured, options.file)
+    if options.holdout_fraction is not None:
+        golden_cfg = replace(golden_cfg, holdout_fraction=options.holdout_fraction)
+    corpus = load_corpus(_corpus_config(configured, options.corpus))
     golden = load_golden(golden_cfg, corpus)
     return render_stats(golden, slice_stats(golden, assumptions), assumptions)
 
@@ -166,7 +189,8 @@ def draft_main(options: argparse.Namespace) -> str:
     configured = current_config()
     golden_path = Path(configured["golden"]["path"])
     out = Path(options.out) if options.out else drafts_path(golden_path)
-    corpus = load_corpus(CorpusConfig(path=options.corpus or configured["corpus"]["path"]))
+    refuse_bundled_write(out, "pass --out FILE for the drafts.")
+    corpus = load_corpus(_corpus_config(configured, options.corpus))
     draft_options = DraftOptions(
         options.n,
         options.model,
@@ -179,10 +203,30 @@ def draft_main(options: argparse.Namespace) -> str:
     return run_draft(corpus, golden_path, out, draft_options)
 
 
+def stamp_main(options: argparse.Namespace) -> str:
+    """Stamp the golden set's cases (:mod:`ragsweep.data.golden_stamp`); the summary."""
+    configured = current_config()
+    path = Path(options.file or configured["golden"]["path"])
+    refuse_bundled_write(path, "pass the FILE to stamp.")
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: no such golden file, so there is nothing to stamp: pass the FILE to "
+            "stamp (or set golden.path to it)"
+        )
+    golden_cfg = _golden_config(configured, str(path))
+    corpus = load_corpus(_corpus_config(configured, options.corpus))
+    outcome = stamp_cases(corpus, golden_cfg)
+    counts = ", ".join(f"{count} {what}" for what, count in sorted(outcome.items()))
+    return f"{path}: {counts or 'no cases'}\n"
+
+
+COMMANDS = {"stats": stats_main, "draft": draft_main, "stamp": stamp_main}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     options = _parser().parse_args(argv)
-    command = draft_main if options.command == "draft" else stats_main
+    command = COMMANDS[options.command]
     try:
         sys.stdout.write(command(options))
     except RagsweepError as exc:

@@ -183,11 +183,14 @@ def _config_path(project: Path, given: str | None, default: str) -> tuple[str, P
 
 def _corpus_yaml(name: str, value: str) -> str:
     return (
-        "# Your documents (docs/formats.md): a folder of .md/.markdown/.txt files, or a JSONL\n"
+        "# Your documents (docs/formats.md): a folder of .md/.markdown/.txt, .html, .pdf and\n"
+        "# .docx files, or a JSONL\n"
         "# file. The default corpus in this folder (conf/project/default.yaml); elsewhere\n"
         f"# `ragsweep corpus={name}`. ${{paths.root_dir}} is the folder ragsweep runs from\n"
         "# (or $RAGSWEEP_ROOT).\n"
         f"name: {name}\npath: {value}\nextensions: [.md, .markdown, .txt]\n"
+        "# Parsers of .html/.htm, .pdf and .docx files (`off`: not read; docs/formats.md)\n"
+        "html_parser: markdownify\npdf_parser: pypdf\ndocx_parser: python-docx\n"
     )
 
 

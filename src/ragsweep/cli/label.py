@@ -3,7 +3,9 @@ browser (docs/golden.md).
 
 The corpus and the golden set are the ones ``ragsweep OVERRIDES...`` evaluates
 (``corpus.path``, ``golden.path``); the golden file need not exist yet (the first case
-saved creates it). The app (:mod:`ragsweep.cli.label_app`) is served by uvicorn on
+saved creates it). A golden set inside what ships with ragsweep (the demo set, every
+command's default outside a project) is refused before any work: the app would edit the
+installed package. The app (:mod:`ragsweep.cli.label_app`) is served by uvicorn on
 ``HOST:PORT`` (127.0.0.1 by default: nobody else on the network can edit the set) and its
 URL printed; Ctrl-C stops it. Port 0 picks a free port (the printed URL says which).
 
@@ -19,16 +21,18 @@ import argparse
 import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import uvicorn
 
 from ragsweep.cli.errors import reported_errors
 from ragsweep.cli.label_app import build_app
 from ragsweep.cli.label_state import LabelProject
-from ragsweep.config.app import compose, plain_config
+from ragsweep.config.app import compose, plain_config, refuse_bundled_write
 from ragsweep.config.schema import CorpusConfig, GoldenConfig, from_mapping
 from ragsweep.core.errors import RagsweepError
 from ragsweep.data.corpus import load_corpus
+from ragsweep.data.golden_file import drafts_path
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -51,9 +55,13 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def load_project(overrides: Sequence[str]) -> LabelProject:
-    """The configured corpus (loaded) and golden set config."""
+    """The configured corpus (loaded) and golden set config; a golden set that ships with
+    ragsweep (the default outside a project) is refused before the corpus is read."""
     with reported_errors():
         config = plain_config(compose(overrides))
+    golden = Path(config["golden"]["path"])
+    for path in (golden, drafts_path(golden)):
+        refuse_bundled_write(path, "pass golden.path=FILE (and corpus.path=DIR) to label.")
     corpus = load_corpus(from_mapping(CorpusConfig, config["corpus"], "corpus"))
     return LabelProject(corpus, from_mapping(GoldenConfig, config["golden"], "golden"))
 

@@ -4,13 +4,13 @@ and a mouse selection turned into an evidence item.
 
 A case's evidence is written as a quote (with ``occurrence`` when the quote occurs more than
 once), so the line stays readable and survives edits elsewhere in the document; the digest
-of each evidence document's text is kept in ``metadata.doc_digests``, so a span over a
-document that changed since it was labelled is flagged (docs/golden.md).
+of each evidence document's text is kept in ``metadata.doc_digests``
+(:mod:`ragsweep.data.golden_file`), so a span over a document that changed since it was
+labelled (or stamped: ``ragsweep-golden stamp``) is flagged (docs/golden.md).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +23,12 @@ from ragsweep.core.names import ORIGIN_DRAFTED, STATUS_DRAFT
 from ragsweep.data.corpus import Corpus
 from ragsweep.data.golden import GoldenCase, GoldenSet, parse_case
 from ragsweep.data.golden_file import (
+    DIGESTS_KEY,
     GoldenFile,
     GoldenLine,
+    changed_documents,
     drafts_path,
+    evidence_digests,
     evidence_item,
     read_golden_file,
 )
@@ -33,15 +36,8 @@ from ragsweep.data.golden_lines import Where
 from ragsweep.data.quotes import quote_matches
 from ragsweep.eval.power import PowerAssumptions
 
-DIGESTS_KEY = "doc_digests"
-"""``metadata.doc_digests``: evidence doc id → :func:`text_digest` of its text when labelled."""
 SEARCH_HITS = 50
 SNIPPET_CHARS = 60
-
-
-def text_digest(text: str) -> str:
-    """A short digest of a document's text (16 hex digits of its sha256)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -98,19 +94,6 @@ def ambiguous_quotes(corpus: Corpus, evidence: Any) -> list[dict[str, Any]]:
         if len(matches) > 1:
             found.append({"index": index, "doc": doc, "matches": matches})
     return found
-
-
-def changed_documents(corpus: Corpus, record: Mapping[str, Any]) -> list[str]:
-    """Evidence documents whose text is not the text the case was labelled on."""
-    metadata = record.get("metadata")
-    digests = metadata.get(DIGESTS_KEY) if isinstance(metadata, dict) else None
-    if not isinstance(digests, dict):
-        return []
-    return sorted(
-        doc
-        for doc, digest in digests.items()
-        if doc in corpus and digest != text_digest(corpus.get(doc).text)
-    )
 
 
 def file_view(project: LabelProject, current: GoldenFile) -> dict[str, Any]:
@@ -207,9 +190,7 @@ def labelled_record(
     record["answerable"] = bool(form.get("answerable", True))
     record["evidence"] = evidence
     metadata = dict(record.get("metadata") or {})
-    metadata[DIGESTS_KEY] = {
-        item["doc"]: text_digest(corpus.get(item["doc"]).text) for item in evidence
-    }
+    metadata[DIGESTS_KEY] = evidence_digests(corpus, evidence)
     if not evidence:
         metadata.pop(DIGESTS_KEY)
     record.pop("metadata", None)

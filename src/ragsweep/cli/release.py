@@ -38,7 +38,7 @@ from ragsweep.release.compare import (
     render_markdown,
 )
 from ragsweep.release.errors import RunLookupError, ThresholdsError
-from ragsweep.release.gate import render_outcome, run_gate
+from ragsweep.release.gate import pinned_run, render_outcome, run_gate
 from ragsweep.release.nightly import DEFAULT_DROP, run_nightly
 from ragsweep.release.promote import DEFAULT_MAX_USES, DEFAULT_WINDOW_DAYS, promote
 from ragsweep.release.store import (
@@ -207,6 +207,8 @@ def gate_main(argv: Sequence[str] | None = None) -> int:
         _add_store_option(sub)
     args = parser.parse_args(argv)
     path = args.thresholds or default_path()
+    if args.command == "check" and args.run is None:
+        pinned_run()  # an empty $RAGSWEEP_GATE_RUN is refused before the store is opened
     store, config = _open_store(args)
     if args.command == "ratchet":
         return _ratchet(store, path, args)

@@ -32,6 +32,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.config.schema import TrackingConfig, from_mapping
+from ragsweep.core.errors import ConfigError
 
 CONFIG_MODULE = "ragsweep._data.conf"
 CONFIG_PATH = f"pkg://{CONFIG_MODULE}"
@@ -65,6 +66,46 @@ def config_dir() -> Path:
 def bundled_sweeps_dir() -> Path:
     """The sweep files that ship with ragsweep (``sweeps/``)."""
     return data_dir() / "sweeps"
+
+
+BUNDLED_PACKAGE = "ragsweep._data"
+"""The package of the files that ship with ragsweep (the label app's page among them)."""
+
+
+def bundled_dirs() -> list[Path]:
+    """The folders of what ships with ragsweep: the config defaults, the bundled sweeps, the
+    demo data and the ``ragsweep._data`` package itself (in a wheel, all inside
+    site-packages). They are read-only: no command writes there."""
+    package = Path(str(resources.files(BUNDLED_PACKAGE))).resolve()
+    return [config_dir(), bundled_sweeps_dir(), data_dir() / "demo", package]
+
+
+def bundled_folder(path: str | Path) -> Path | None:
+    """The bundled folder (:func:`bundled_dirs`) ``path`` lies in, or None."""
+    target = Path(path).expanduser().resolve()
+    return next((f for f in bundled_dirs() if target.is_relative_to(f.resolve())), None)
+
+
+def refuse_bundled_write(path: str | Path, remedy: str) -> None:
+    """ConfigError when ``path``, a file a command is about to write, is part of what ships
+    with ragsweep (say the demo golden set, which is every command's default outside a
+    project): writing would silently change the installed package. ``remedy`` says what
+    to pass instead."""
+    folder = bundled_folder(path)
+    if folder is None:
+        return
+    defaults = project_defaults_file()
+    why = (
+        ""
+        if defaults.exists()
+        else f"there is no project here ({defaults} does not exist), so the defaults are "
+        "the bundled demo data. "
+    )
+    raise ConfigError(
+        f"{path} is part of ragsweep's bundled data ({folder}), which no command changes: "
+        f"{why}Run `ragsweep init` in your project folder first (it makes the project's "
+        f"corpus and golden set the defaults), or {remedy}"
+    )
 
 
 def project_root() -> str:

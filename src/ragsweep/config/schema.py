@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 import yaml
 
 from ragsweep.core.errors import ConfigError, RagsweepError
-from ragsweep.core.names import HOLDOUT, SPLITS, TUNING
+from ragsweep.core.names import ACL_MODES, ACL_PRE, CHARS, CHUNK_UNITS, HOLDOUT, SPLITS, TUNING
+from ragsweep.core.registry import did_you_mean
 
 C = TypeVar("C")
 
@@ -34,6 +35,11 @@ SWEEPABLE_GROUPS = ("preprocess", "chunking", "embedding", "retrieval", "rerank"
 """The config groups a sweep axis may vary: the retrieval (and generation) stack. The other
 hashed groups (corpus, golden, eval) define what is measured, so objectives are only
 comparable when they are held."""
+
+
+SWEEPABLE_KEYS = ("corpus.html_parser", "corpus.pdf_parser", "corpus.docx_parser")
+"""Keys outside :data:`SWEEPABLE_GROUPS` a sweep axis may vary: the parser axis (the same
+files read by another parser; the golden set is resolved on each parser's text)."""
 
 
 OWN_STAGE = "own"
@@ -278,7 +284,14 @@ class PreprocessConfig:
 
 @dataclass(frozen=True)
 class ChunkingConfig:
-    """How source documents are cut into chunks. Sizes are in characters (code points).
+    """How source documents are cut into chunks. Sizes (``size``, ``overlap``) are in
+    characters (code points), or with ``unit: tokens`` in the tokens of ``tokenizer``: a
+    ``tokenizer.json`` file, a model folder holding one, or ``pkg:PACKAGE/FOLDER``; empty:
+    the embedding model's own tokenizer, or a documented fallback when it has none
+    (:mod:`ragsweep.index.chunk_tokens`). Both are hashed only off their defaults.
+
+    ``breakpoint_percentile`` (``mode: semantic``): a chunk ends where the distance between
+    neighbouring sentences is above this percentile of the document's distances.
 
     ``heading_prefix`` prepends a chunk's heading path to its indexed text, ``title_prefix``
     its document's title (contextual headers): they change the texts stage, not the chunk
@@ -290,8 +303,19 @@ class ChunkingConfig:
     overlap: int = 0
     heading_prefix: bool = hashed_in("texts", False)
     title_prefix: bool = hashed_unless_default(False, "texts")
+    unit: str = hashed_unless_default(CHARS)
+    tokenizer: str = hashed_unless_default("")
+    breakpoint_percentile: float = hashed_unless_default(95.0)
 
     def __post_init__(self) -> None:
+        _require(
+            self.unit in CHUNK_UNITS,
+            f"chunking.unit={self.unit!r} must be one of: {', '.join(CHUNK_UNITS)}",
+        )
+        _require(
+            0.0 <= self.breakpoint_percentile <= 100.0,
+            f"chunking.breakpoint_percentile={self.breakpoint_percentile} must be in [0, 100]",
+        )
         _require(self.size > 0, f"chunking.size={self.size} must be > 0")
         _require(
             0 <= self.overlap < self.size,
@@ -314,15 +338,36 @@ class EmbeddingConfig:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+PARENTS_STAGE = "parents"
+"""The stage of ``retrieval.parent`` and ``retrieval.parent_chars``: applied to rankings of
+chunks (which they do not change) before scoring; in the config hash, not the rankings key."""
+
+
 @dataclass(frozen=True)
 class RetrievalConfig:
-    """How many chunks are retrieved per question and whether a case's scope is enforced."""
+    """How many chunks are retrieved per question, whether a case's scope is enforced, how
+    document access is enforced (``acl``, docs/retrieval.md "Document access"), whether
+    superseded documents are left out (``latest_only``), and what is handed back for a
+    ranked chunk: itself (``parent: none``) or its parent unit (small-to-big: ``section``,
+    ``paragraph``, or a ``window`` of ``parent_chars`` characters around it;
+    :mod:`ragsweep.chunk.parents`). Every field but the first two is hashed only when set
+    away from its default, so configurations that do not set them keep their hash."""
 
     top_k: int | None = None
     respect_scope: bool = True
+    acl: str = hashed_unless_default(ACL_PRE)
+    latest_only: bool = hashed_unless_default(False)
+    parent: str = hashed_unless_default("none", PARENTS_STAGE)
+    parent_chars: int = hashed_unless_default(1000, PARENTS_STAGE)
 
     def __post_init__(self) -> None:
         _require(self.top_k is None or self.top_k > 0, f"retrieval.top_k={self.top_k} must be > 0")
+        _require(
+            self.acl in ACL_MODES,
+            f"retrieval.acl={self.acl!r} is not one of: {', '.join(ACL_MODES)}"
+            f"{did_you_mean(self.acl, ACL_MODES)}",
+        )
+        _require(self.parent_chars > 0, f"retrieval.parent_chars={self.parent_chars} must be > 0")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,12 @@ class BackendError(RagsweepError):
     """An embedding or generation backend is unavailable or answered badly."""
 
 
+class ContractError(RagsweepError):
+    """A retrieval contract failed, found without calling a model (docs/retrieval.md,
+    "Contract checks"): a query embedding of the wrong dimension, a retrieved chunk outside
+    the corpus snapshot, a chunk a case's principal may not retrieve under a filter."""
+
+
 class CacheError(RagsweepError):
     """The stage cache cannot be used as configured (names ``cache.dir`` and what to do)."""
 

@@ -55,6 +55,21 @@ VERBOSE_KEY = "verbose"
 NOT_REPRODUCED = frozenset({SWEEP_KEY, VERBOSE_KEY})
 """Override keys a ``reproduce:`` command leaves out: they choose how to run, not what."""
 
+ACL_PRE = "pre"
+ACL_POST = "post"
+ACL_OFF = "off"
+ACL_MODES = (ACL_PRE, ACL_POST, ACL_OFF)
+"""``retrieval.acl``: filter a case's candidates by its principal before ranking, drop what it
+may not read after ranking and refill from deeper, or no filter (to measure what leaks)."""
+
 PERMISSION_TYPE = "permission"
 """The golden case type of a permission case: a question whose only evidence is in documents
 its ``principal`` may not read, scored as "nothing restricted retrieved", not as recall."""
+
+# --- chunk size units (chunking.unit) --------------------------------------------------------
+
+CHARS = "chars"
+"""``chunking.unit=chars``: sizes in characters (code points), the unit of every offset."""
+TOKENS = "tokens"
+"""``chunking.unit=tokens``: sizes in the tokens of a tokenizer (:mod:`ragsweep.chunk.tokens`)."""
+CHUNK_UNITS = (CHARS, TOKENS)

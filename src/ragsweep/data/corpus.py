@@ -248,6 +248,25 @@ def parsers_by_extension(cfg: CorpusConfig) -> dict[str, tuple[str, Parser]]:
     return found
 
 
+def corpus_files_digest(cfg: CorpusConfig) -> str:
+    """sha256 of the corpus's source files, whatever parser reads them: for a folder, every
+    ``(id, file sha256)`` of ``corpus.extensions`` and of every parsed format's extensions
+    (parser ``off`` included) and the access sidecar's bytes; for a JSONL file, its sha256.
+    A sweep over parsers holds its jobs to this (their texts differ by parser)."""
+    root = Path(cfg.path)
+    if not root.is_dir():
+        return sha256_file(root)
+    problems = ProblemList(f"corpus.path={root}", CorpusError)
+    every = {ext for extensions in FORMAT_EXTENSIONS.values() for ext in extensions}
+    found = _document_files(root, cfg, problems, every)
+    problems.raise_if_any()
+    files = [(doc_id, sha256_file(file)) for doc_id, file in found if doc_id != SIDECAR]
+    sidecar = root / SIDECAR
+    return sha256_json(
+        {"files": files, "access": sha256_file(sidecar) if sidecar.is_file() else None}
+    )
+
+
 def _read_directory(root: Path, cfg: CorpusConfig, cache: StageCache) -> list[Document]:
     problems = ProblemList(f"corpus.path={root}", CorpusError)
     parsers = parsers_by_extension(cfg)

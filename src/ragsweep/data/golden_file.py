@@ -7,11 +7,13 @@ temporary sibling and renamed into place (:func:`ragsweep.core.atomic.write_byte
 so a case is never half-written. Every change names the digest (sha256 of the bytes) of the
 file it was made against: when the file on disk no longer has that digest (an edit in an
 editor, a ``git pull``), the change is refused with :class:`GoldenConflictError` and
-nothing is written.
+nothing is written. A file inside what ships with ragsweep (the demo golden set) is never
+written (:func:`ragsweep.config.app.refuse_bundled_write`).
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 from collections.abc import Mapping
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragsweep.config.app import refuse_bundled_write
 from ragsweep.core.atomic import write_bytes_atomic
 from ragsweep.core.errors import GoldenError
 from ragsweep.data.corpus import Corpus
@@ -28,6 +31,9 @@ from ragsweep.data.spans import trim_span
 DRAFTS_SUFFIX = ".drafts.jsonl"
 """``golden.jsonl`` → ``golden.drafts.jsonl``: where ``ragsweep-golden draft`` writes by
 default and where ``ragsweep label`` finds its review queue."""
+DIGESTS_KEY = "doc_digests"
+"""``metadata.doc_digests``: evidence doc id → :func:`text_digest` of its text when the
+case was labelled (``ragsweep label``) or stamped (``ragsweep-golden stamp``)."""
 
 
 class GoldenConflictError(GoldenError):
@@ -52,12 +58,20 @@ class GoldenLine:
 
 @dataclass(frozen=True)
 class GoldenFile:
-    """A golden file as read: its ``lines`` (all of them, blank ones included) and
-    ``digest`` (sha256 of its bytes; ``""`` when the file does not exist yet)."""
+    """A golden file as read: its ``lines`` (all of them, blank ones included, each with
+    its ``\r`` when the file has CRLF line ends), ``digest`` (sha256 of its bytes; ``""``
+    when the file does not exist yet) and whether it starts with a UTF-8 ``bom``."""
 
     path: Path
     lines: tuple[str, ...]
     digest: str
+    bom: bool = False
+
+    def line_text(self, text: str, number: int | None = None) -> str:
+        """``text`` as the line ``number`` (None: a new line) of this file: with a ``\r``
+        when that line (a new line: the file's first line) ends with one."""
+        model = self.lines[number - 1] if number else self.lines[0] if self.lines else ""
+        return text + "\r" if model.endswith("\r") else text
 
     def records(self) -> list[GoldenLine]:
         """The non-blank lines, each with its JSON object when it is one."""
@@ -95,6 +109,36 @@ def evidence_item(corpus: Corpus, doc: str, start: int, end: int) -> dict[str, A
     return {"doc": doc, "quote": quote, "occurrence": matches.index(trimmed) + 1}
 
 
+def text_digest(text: str) -> str:
+    """A short digest of a document's text (16 hex digits of its sha256)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def evidence_digests(corpus: Corpus, evidence: Any) -> dict[str, str]:
+    """``metadata.doc_digests`` for evidence items: each evidence document of ``corpus`` →
+    :func:`text_digest` of its text now."""
+    docs = [item.get("doc") for item in evidence if isinstance(item, dict)]
+    return {
+        doc: text_digest(corpus.get(doc).text)
+        for doc in docs
+        if isinstance(doc, str) and doc in corpus
+    }
+
+
+def changed_documents(corpus: Corpus, record: Mapping[str, Any]) -> list[str]:
+    """Evidence documents whose text is not the text the case was labelled on (by the
+    digests in its ``metadata.doc_digests``; none recorded, none found)."""
+    metadata = record.get("metadata")
+    digests = metadata.get(DIGESTS_KEY) if isinstance(metadata, dict) else None
+    if not isinstance(digests, dict):
+        return []
+    return sorted(
+        doc
+        for doc, digest in digests.items()
+        if doc in corpus and digest != text_digest(corpus.get(doc).text)
+    )
+
+
 def drafts_path(golden_path: Path) -> Path:
     """The default drafts file beside ``golden_path`` (:data:`DRAFTS_SUFFIX`)."""
     name = golden_path.name.removesuffix(".jsonl")
@@ -118,7 +162,7 @@ def read_golden_file(path: Path) -> GoldenFile:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line; it does not start another
-    return GoldenFile(path, tuple(lines), file_digest(data))
+    return GoldenFile(path, tuple(lines), file_digest(data), data.startswith(codecs.BOM_UTF8))
 
 
 def case_line(record: Mapping[str, Any]) -> str:
@@ -139,17 +183,32 @@ def save_case(
         raise GoldenError(f"{path}:{clash.line}: a case with id {new_id!r} exists already")
     lines = list(current.lines)
     if replaces is None:
-        lines.append(case_line(record))
+        lines.append(current.line_text(case_line(record)))
     else:
-        lines[_line_of(current, replaces) - 1] = case_line(record)
-    return _write(path, lines)
+        number = _line_of(current, replaces)
+        lines[number - 1] = current.line_text(case_line(record), number)
+    return _write(path, lines, current.bom)
 
 
 def append_cases(path: Path, expected_digest: str, records: list[dict[str, Any]]) -> str:
     """Append ``records`` as lines in one atomic write; return the file's new digest (as
     :func:`save_case`: refused when the file is not the version ``expected_digest`` names)."""
     current = _current(path, expected_digest)
-    return _write(path, [*current.lines, *(case_line(record) for record in records)])
+    added = [current.line_text(case_line(record)) for record in records]
+    return _write(path, [*current.lines, *added], current.bom)
+
+
+def replace_lines(
+    path: Path, expected_digest: str, records: Mapping[int, Mapping[str, Any]]
+) -> str:
+    """Write each record in place of its 1-based line number, in one atomic write, every
+    other line kept byte for byte (a replaced line keeps its ``\r``, the file its BOM);
+    return the file's new digest (as :func:`save_case`)."""
+    current = _current(path, expected_digest)
+    lines = list(current.lines)
+    for number, record in records.items():
+        lines[number - 1] = current.line_text(case_line(record), number)
+    return _write(path, lines, current.bom)
 
 
 def delete_case(path: Path, expected_digest: str, case_id: str) -> str:
@@ -157,7 +216,7 @@ def delete_case(path: Path, expected_digest: str, case_id: str) -> str:
     current = _current(path, expected_digest)
     lines = list(current.lines)
     del lines[_line_of(current, case_id) - 1]
-    return _write(path, lines)
+    return _write(path, lines, current.bom)
 
 
 def _current(path: Path, expected_digest: str) -> GoldenFile:
@@ -177,10 +236,19 @@ def _line_of(current: GoldenFile, case_id: str) -> int:
     return found.line
 
 
-def _write(path: Path, lines: list[str]) -> str:
+def _write(path: Path, lines: list[str], bom: bool) -> str:
+    refuse_bundled_write(path, "name a golden file of your own.")
     data = ("".join(line + "\n" for line in lines)).encode("utf-8", "surrogateescape")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(path, data)
+    data = codecs.BOM_UTF8 + data if bom else data
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, data)
+    except OSError as exc:
+        raise GoldenError(
+            f"{path}: cannot write the golden file ({exc.strerror or exc}); nothing was "
+            "changed. Make its folder writable (or free space on its disk) and try again, or "
+            "name a golden file elsewhere"
+        ) from exc
     return file_digest(data)
 
 

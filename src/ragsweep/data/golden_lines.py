@@ -22,6 +22,7 @@ from ragsweep.core.errors import GoldenError
 from ragsweep.core.lone_surrogates import lone_surrogate
 from ragsweep.core.names import SPLITS
 from ragsweep.data.corpus import Corpus, jsonl_lines
+from ragsweep.data.parsers import PAGE_STARTS
 from ragsweep.data.quotes import resolve_quote
 from ragsweep.data.spans import trim_span
 from ragsweep.data.splits import assign_split
@@ -243,7 +244,7 @@ def _page_range(
     page = item.get("page")
     if page is None:
         return 0, length
-    starts = metadata.get("page_starts") or []
+    starts = metadata.get(PAGE_STARTS) or []
     if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= len(starts):
         pages = f"1..{len(starts)}" if starts else "none: the document has no pages"
         raise where.error(f"{what}: 'page' must be a page of the document ({pages}), got {page!r}")

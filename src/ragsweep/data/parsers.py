@@ -20,10 +20,11 @@ import re
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ragsweep.core.errors import ConfigError
 from ragsweep.core.registry import Registry
 
 OFF = "off"
@@ -53,6 +54,10 @@ class UnreadableDocument(Exception):
     """A file of a parsed format that gives no text; the message says why and what to do."""
 
 
+PAGE_STARTS = "page_starts"
+"""Document metadata key: the offset each page's text starts at (``[i]`` is page ``i + 1``)."""
+
+
 class DocumentWarning(UserWarning):
     """A corpus file skipped because it gives no text (the message names it)."""
 
@@ -68,7 +73,7 @@ class Parsed:
 
     def metadata(self, parser: str) -> dict[str, Any]:
         """The document metadata recorded for a parsed file."""
-        pages = {"page_starts": list(self.page_starts)} if self.page_starts else {}
+        pages = {PAGE_STARTS: list(self.page_starts)} if self.page_starts else {}
         return {"parser": parser, **pages}
 
 
@@ -88,8 +93,12 @@ class Parser:
 
 @functools.cache
 def _installed_version(library: str) -> str:
-    """Read once per process: the key of every parsed file asks for it."""
-    return version(library)
+    """Read once per process: the key of every parsed file asks for it ("not installed"
+    for an optional library that is missing: its parser then says what to install)."""
+    try:
+        return version(library)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 PARSERS: Registry[Parser] = Registry("corpus parser")
@@ -182,6 +191,56 @@ def page_of(page_starts: tuple[int, ...] | list[int], offset: int) -> int:
 
 
 PARSERS.add(PDF_PARSER, Parser("pdf", "pypdf", parse_pdf))
+
+PDFIUM_PARSER = "pypdfium2"
+"""``corpus.pdf_parser=pypdfium2``: PDFium (Chrome's PDF engine) through pypdfium2
+(BSD-3-Clause / Apache-2.0), the ``parsers`` extra."""
+
+
+def parse_pdf_pdfium(path: Path) -> Parsed:
+    """The text layer of each page read by PDFium, pages joined by a blank line (line
+    endings made LF); the start offset of every page is kept."""
+    try:
+        import pypdfium2 as pdfium
+    except ImportError:
+        raise ConfigError(
+            "corpus.pdf_parser=pypdfium2 needs pypdfium2: pip install 'ragsweep[parsers]'"
+        ) from None
+    try:
+        document = pdfium.PdfDocument(path)
+    except pdfium.PdfiumError as exc:
+        what = (
+            "encrypted PDF; save a decrypted copy (e.g. qpdf --decrypt)"
+            if "assword" in str(exc)
+            else f"not a readable PDF ({exc}); re-export it"
+        )
+        raise UnreadableDocument(f"{path}: {what}") from None
+    try:
+        pages = _pdfium_pages(document, path, pdfium.PdfiumError)
+        title = document.get_metadata_dict().get("Title")
+    finally:
+        document.close()
+    text, starts = _join_pages(pages)
+    _require_text(text, path, _OCR)
+    return Parsed(text=text, title=title or None, page_starts=starts)
+
+
+def _pdfium_pages(document: Any, path: Path, error: type[Exception]) -> list[str]:
+    """The text of each page; UnreadableDocument naming the page PDFium cannot read
+    (``error``: pypdfium2's PdfiumError)."""
+    pages = []
+    for number in range(len(document)):
+        try:
+            text = document[number].get_textpage().get_text_range()
+        except error as exc:
+            raise UnreadableDocument(
+                f"{path}: page {number + 1} is not readable ({exc}); re-export the PDF"
+            ) from None
+        pages.append(str(text).replace("\r\n", "\n").strip())
+    return pages
+
+
+PARSERS.add(PDFIUM_PARSER, Parser("pdf", "pypdfium2", parse_pdf_pdfium))
 
 
 # ---------------------------------------------------------------------------- DOCX

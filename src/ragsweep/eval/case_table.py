@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragsweep.data.corpus import Corpus
+from ragsweep.data.corpus import Corpus, Document
 from ragsweep.data.golden import GoldenCase
+from ragsweep.data.parsers import PAGE_STARTS, page_of
 from ragsweep.eval.measures import HIT, MRR, Measure
 from ragsweep.eval.scoring import CaseResult
 
@@ -76,24 +77,39 @@ def case_fields(
     case: GoldenCase, result: CaseResult, corpus: Corpus, top_text: str | None
 ) -> dict[str, Any]:
     """The readable fields of a ``cases.jsonl`` row: ``question``; ``evidence``, per span
-    its ``doc``, ``start``, ``end`` and ``text`` (cut to :data:`EVIDENCE_CHARS`);
+    its ``doc``, ``start``, ``end``, ``text`` (cut to :data:`EVIDENCE_CHARS`) and, in a
+    document with pages (a PDF), the 1-based ``page`` its start lies on;
     ``first_hit_rank`` (:func:`first_hit_rank`); ``top_excerpt``, the text of the top
     chunk (``top_text``, the first entry of ``retrieved``) cut to :data:`EXCERPT_CHARS`,
     None when nothing was retrieved."""
     return {
         "question": case.question,
         "evidence": [
-            {
-                "doc": span.doc,
-                "start": span.start,
-                "end": span.end,
-                "text": excerpt(corpus.get(span.doc).text[span.start : span.end], EVIDENCE_CHARS),
-            }
-            for span in case.evidence
+            _evidence_entry(corpus.get(span.doc), span.start, span.end) for span in case.evidence
         ],
         "first_hit_rank": first_hit_rank(result.metrics),
         "top_excerpt": None if top_text is None else excerpt(top_text, EXCERPT_CHARS),
     }
+
+
+def _evidence_entry(doc: Document, start: int, end: int) -> dict[str, Any]:
+    """One evidence span of :func:`case_fields`, with its ``page`` when ``doc`` has pages."""
+    entry: dict[str, Any] = {
+        "doc": doc.id,
+        "start": start,
+        "end": end,
+        "text": excerpt(doc.text[start:end], EVIDENCE_CHARS),
+    }
+    page_starts = doc.metadata.get(PAGE_STARTS)
+    if page_starts:
+        entry["page"] = page_of(page_starts, start)
+    return entry
+
+
+def evidence_location(entry: Mapping[str, Any]) -> str:
+    """``doc@start-end``, with `` p.N`` when the span's page is known."""
+    page = f" p.{entry['page']}" if "page" in entry else ""
+    return location(entry["doc"], entry["start"], entry["end"]) + page
 
 
 @dataclass(frozen=True)
@@ -144,7 +160,7 @@ class TableLayout:
             excerpt(fields["question"], QUESTION_CHARS),
             result.type,
             result.answerable,
-            SEPARATOR.join([*(location(e["doc"], e["start"], e["end"]) for e in shown), *more]),
+            SEPARATOR.join([*(evidence_location(e) for e in shown), *more]),
             excerpt(SEPARATOR.join(e["text"] for e in evidence), TABLE_EVIDENCE_CHARS),
             fields["first_hit_rank"],
             *hits,

@@ -39,10 +39,40 @@ N_CHUNKS = "n_chunks"
 """Chunks in the run's index."""
 BY_TYPE = "by_type"
 """The prefix of per-question-type keys (:func:`by_type_key`)."""
+ACL_LEAKS = "acl_leaks"
+"""Retrieved chunks (within the scored depth) of documents the case's principal may not read."""
+REVOKED_RETRIEVED = "revoked_retrieved"
+"""Retrieved chunks of revoked documents."""
+SUPERSEDED_RETRIEVED = "superseded_retrieved"
+"""Retrieved chunks of superseded documents (an older version of another document)."""
+ACCESS_COUNTS = (ACL_LEAKS, REVOKED_RETRIEVED, SUPERSEDED_RETRIEVED)
+"""The per-case access counts, summed over a run's cases (docs/metrics.md, "Access
+measures")."""
+CASES_WITH_ACL_LEAKS = "cases_with_acl_leaks"
+"""Cases with at least one ``acl_leaks`` chunk."""
+N_PERMISSION = "n_permission"
+"""Permission cases of the evaluated split."""
+PERMISSION_HELD = "permission_held"
+"""Share of the permission cases with no ``acl_leaks`` (their score: nothing restricted
+retrieved)."""
+BY_ORIGIN = "by_origin"
+"""The prefix of per-origin keys (``by_origin/<origin>/<metric>``: ``hand`` or ``drafted``,
+names MLflow accepts as they are)."""
 JUDGE = "judge"
 """The prefix of the judge's keys (``judge/<metric>``)."""
 JUDGE_BY_TYPE = f"{JUDGE}/{BY_TYPE}"
 """The prefix of the judge's per-type keys (``judge/by_type/<segment>/<metric>``)."""
+
+
+def budget_key(name: str, budget: int) -> str:
+    """``<name>_at_<budget>c``: a count within a context budget (``acl_leaks_at_2000c``)."""
+    return f"{name}_at_{budget}c"
+
+
+def access_keys(budgets: Iterable[int]) -> list[str]:
+    """Every overall access figure a run with ``budgets`` can have, in report order."""
+    at_budget = [budget_key(ACL_LEAKS, b) for b in budgets]
+    return [*ACCESS_COUNTS, *at_budget, CASES_WITH_ACL_LEAKS, N_PERMISSION, PERMISSION_HELD]
 
 
 def type_segment(name: str) -> str:

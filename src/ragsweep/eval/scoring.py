@@ -19,14 +19,24 @@ from ragsweep.chunk.chunkers import Chunk
 from ragsweep.chunk.table import chunk_columns
 from ragsweep.chunk.views import ChunkColumns
 from ragsweep.config.schema import EvalConfig
+from ragsweep.core.names import ORIGIN_HAND
 from ragsweep.core.progress import progress_bar
+from ragsweep.data.access import Access
 from ragsweep.data.corpus import jsonl_lines
 from ragsweep.data.golden import GoldenCase
 from ragsweep.data.preprocess import Preprocessor
+from ragsweep.eval.access import case_access, summarize_access
 from ragsweep.eval.measures import RAN_OUT, Measure
-from ragsweep.eval.metric_keys import N_ANSWERABLE, key_tags, type_segments
+from ragsweep.eval.metric_keys import BY_ORIGIN, N_ANSWERABLE, key_tags, type_segments
 from ragsweep.eval.metrics import evidence_union, mean_by_key, metrics_per_case
 from ragsweep.eval.relevance import Interval, IntervalBatch, codes_of
+from ragsweep.eval.trace import (
+    ChunkIntervals,
+    SpanTrace,
+    span_traces,
+    traces_from_json,
+    traces_to_json,
+)
 from ragsweep.eval.uncertainty import Bootstrap, Bounds, interval_keys, stratified_intervals
 from ragsweep.index.base import Index, Query, Ranked
 
@@ -49,7 +59,10 @@ class RetrievedChunk(NamedTuple):
 
 @dataclass(frozen=True)
 class CaseResult:
-    """Outcome of one golden case. ``metrics`` is None for unanswerable cases."""
+    """Outcome of one golden case. ``metrics`` is None for unanswerable cases; ``spans``
+    holds where each evidence span went (:mod:`ragsweep.eval.trace`), None for unanswerable
+    cases and in rows written before it was recorded; ``origin`` is the case's (``hand``,
+    or ``drafted`` for an accepted draft: docs/golden.md)."""
 
     id: str
     type: str
@@ -58,6 +71,11 @@ class CaseResult:
     metrics: dict[str, float] | None
     retrieved: tuple[RetrievedChunk, ...]
     seconds: float
+    spans: tuple[SpanTrace, ...] | None = None
+    access: dict[str, float] | None = None
+    """The access counts (:mod:`ragsweep.eval.access`); None for a corpus without access
+    metadata."""
+    origin: str = ORIGIN_HAND
 
     def to_json(self) -> dict[str, Any]:
         """The ``cases.jsonl`` row. ``retrieved`` is stored by column (rank 1 first), e.g.
@@ -69,15 +87,20 @@ class CaseResult:
             if self.retrieved
             else ((),) * len(RetrievedChunk._fields)
         )
-        return {
+        row: dict[str, Any] = {
             "id": self.id,
             "type": self.type,
             "split": self.split,
             "answerable": self.answerable,
+            "origin": self.origin,
             "metrics": self.metrics,
             "latency_ms": round(self.seconds * 1000, 3),
             "retrieved": dict(zip(RetrievedChunk._fields, columns, strict=True)),
+            **({"access": self.access} if self.access is not None else {}),
         }
+        if self.spans is not None:
+            row["spans"] = traces_to_json(self.spans)
+        return row
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> CaseResult:
@@ -90,6 +113,9 @@ class CaseResult:
             metrics=row["metrics"],
             retrieved=_retrieved_from_json(row["retrieved"]),
             seconds=row["latency_ms"] / 1000,
+            spans=traces_from_json(row.get("spans")),
+            access=row.get("access"),
+            origin=row.get("origin", ORIGIN_HAND),  # cases.jsonl written before origins
         )
 
 
@@ -140,17 +166,26 @@ def retrieve(
 
 
 def score_cases(
-    cases: Sequence[GoldenCase], ranked: Sequence[Ranked], chunks: Sequence[Chunk], cfg: EvalConfig
+    cases: Sequence[GoldenCase],
+    ranked: Sequence[Ranked],
+    chunks: Sequence[Chunk],
+    cfg: EvalConfig,
+    access: Mapping[str, Access] | None = None,
+    complete: bool = True,
 ) -> tuple[CaseResult, ...]:
     """One result per case, in order: its retrieved chunks and, for answerable cases, its
-    metrics (None for unanswerable cases). ``ranked[i]`` is the ranking of ``cases[i]``
-    and holds indices into ``chunks``."""
+    metrics (None for unanswerable cases); with the corpus's ``access`` metadata, its access
+    counts. ``ranked[i]`` is the ranking of ``cases[i]`` and holds indices into ``chunks``;
+    ``complete``: ``chunks`` are the run's complete chunking (else span traces leave the
+    chunk that hits a span unknown)."""
     if len(ranked) != len(cases):
         raise ValueError(f"{len(ranked)} rankings for {len(cases)} cases")
     used, ranked = _retrieved_only(ranked)
     picked = chunk_columns(chunks, used.tolist())  # a chunk table builds no chunk for it
-    metrics = _answerable_metrics(cases, ranked, picked, cfg)
+    metrics, traces = _answerable_metrics(cases, ranked, picked, chunks if complete else None, cfg)
     retrieved = _retrieved(ranked, picked)
+    rows = [[(c.doc, c.start, c.end) for c in r] for r in retrieved] if access else []
+    counts = case_access(cases, rows, access or {}, cfg.budgets)
     return tuple(
         CaseResult(
             id=case.id,
@@ -160,6 +195,9 @@ def score_cases(
             metrics=metrics.get(i),
             retrieved=retrieved[i],
             seconds=ranking.seconds,
+            spans=traces.get(i),
+            access=counts[i],
+            origin=case.origin,
         )
         for i, (case, ranking) in enumerate(zip(cases, ranked, strict=True))
     )
@@ -202,22 +240,26 @@ def _answerable_metrics(
     cases: Sequence[GoldenCase],
     ranked: Sequence[Ranked],
     picked: ChunkColumns,
+    chunks: Sequence[Chunk] | None,
     cfg: EvalConfig,
-) -> dict[int, dict[str, float]]:
-    """Metrics of the answerable cases, keyed by their position in ``cases``, computed in
-    one batch (see :mod:`ragsweep.eval.metrics`); the rankings index ``picked``."""
+) -> tuple[dict[int, dict[str, float]], dict[int, tuple[SpanTrace, ...]]]:
+    """Metrics of the answerable cases and their span traces (:mod:`ragsweep.eval.trace`:
+    ``chunks`` is the run's whole chunk table, None when it is not complete), keyed by
+    their position in ``cases``, computed in one batch (see :mod:`ragsweep.eval.metrics`);
+    the rankings index ``picked``."""
     positions = [i for i, case in enumerate(cases) if case.scored]
     if not positions:
-        return {}
+        return {}, {}
     spans = [[(e.doc, e.start, e.end) for e in cases[i].evidence] for i in positions]
-    chunks, codes = _coded_chunks(picked, spans)
+    coded, codes = _coded_chunks(picked, spans)
     depth = max(1, *(len(ranked[i].indices) for i in positions))
     indices = np.full((len(positions), depth), -1, dtype=np.int64)
     for row, i in enumerate(positions):
         indices[row, : len(ranked[i].indices)] = ranked[i].indices
+    ranked_batch, span_batch = coded.take(indices), IntervalBatch.from_rows(spans, codes)
     columns = metrics_per_case(
-        chunks.take(indices),
-        IntervalBatch.from_rows(spans, codes),
+        ranked_batch,
+        span_batch,
         IntervalBatch.from_rows(evidence_union(spans), codes),
         cfg.ks,
         cfg.min_span_overlap,
@@ -225,7 +267,18 @@ def _answerable_metrics(
     )
     names = list(columns)
     rows = zip(*(columns[name].tolist() for name in names), strict=True)
-    return {i: dict(zip(names, row, strict=True)) for i, row in zip(positions, rows, strict=True)}
+    evidence_docs = (doc for row in spans for doc, _, _ in row)
+    traces = span_traces(
+        ranked_batch,
+        span_batch,
+        spans,
+        ChunkIntervals.of(chunks, evidence_docs) if chunks is not None else None,
+        cfg.min_span_overlap,
+    )
+    return (
+        {i: dict(zip(names, row, strict=True)) for i, row in zip(positions, rows, strict=True)},
+        dict(zip(positions, traces, strict=True)),
+    )
 
 
 def _coded_chunks(
@@ -255,6 +308,10 @@ class Summary:
     ranking ran out before budget B filled although it held the whole retrieval depth
     ``top_k`` (a deeper ranking could have added chunks); it is empty when the depth is not
     known.
+    ``by_origin`` (with ``by_origin_intervals`` and ``origin_counts``, the answerable cases
+    per origin) slices the same means by the cases' origin, hand-written or drafted, when
+    the scored cases have more than one (else it is empty: the slice would be the whole);
+    each origin's interval resamples within that origin, as a type's does within its type.
     """
 
     overall: dict[str, float]
@@ -270,10 +327,20 @@ class Summary:
     bootstrap: Bootstrap
     top_k: int | None = None
     ran_out_at_depth: dict[str, int] = field(default_factory=dict)
+    access: dict[str, float] = field(default_factory=dict)
+    """Access totals (:func:`ragsweep.eval.access.leak_totals`); empty without access
+    metadata."""
+    access_by_type: dict[str, dict[str, float]] = field(default_factory=dict)
+    access_intervals: dict[str, Bounds] = field(default_factory=dict)
+    """The interval of ``permission_held``, when the split has permission cases."""
+    by_origin: dict[str, dict[str, float]] = field(default_factory=dict)
+    by_origin_intervals: dict[str, dict[str, Bounds]] = field(default_factory=dict)
+    origin_counts: dict[str, int] = field(default_factory=dict)
 
     def flat_metrics(self) -> dict[str, float]:
         """MLflow metric keys: ``recall_at_5``, its interval (:func:`interval_keys`),
-        ``by_type/<type>/<metric>``, ``by_type_min/<metric>``, with intervals too, ...; each
+        ``by_type/<type>/<metric>``, ``by_type_min/<metric>``, ``by_origin/<origin>/<metric>``
+        (and ``by_origin/<origin>/n_answerable``), with intervals too, ...; each
         type is its key segment (:func:`ragsweep.eval.metric_keys.type_segment`: the name itself
         when MLflow accepts it, else a slug with a hash suffix)."""
         segment = type_segments(self.type_counts)
@@ -282,10 +349,23 @@ class Summary:
             intervals = self.by_type_intervals[type_name]
             flat.update(_with_intervals(f"by_type/{segment[type_name]}/", metrics, intervals))
         flat.update(_with_intervals("by_type_min/", self.by_type_min, self.by_type_min_intervals))
+        for origin, metrics in self.by_origin.items():
+            prefix = f"{BY_ORIGIN}/{origin}/"
+            flat.update(_with_intervals(prefix, metrics, self.by_origin_intervals[origin]))
+            flat[prefix + N_ANSWERABLE] = float(self.origin_counts[origin])
         flat.update({k: float(v) for k, v in self.counts.items()})
         flat.update({f"n_cases/{segment[t]}": float(n) for t, n in self.type_counts.items()})
         flat.update({f"n_answerable/{segment[t]}": float(n) for t, n in self.scored_counts.items()})
         flat.update(self.extra)
+        flat.update(self._access_metrics(segment))
+        return flat
+
+    def _access_metrics(self, segment: Mapping[str, str]) -> dict[str, float]:
+        flat = {k: v for k, v in self.access.items() if k not in self.access_intervals}
+        rates = {k: self.access[k] for k in self.access_intervals}
+        flat.update(_with_intervals("", rates, self.access_intervals))
+        for type_name, totals in self.access_by_type.items():
+            flat.update({f"by_type/{segment[type_name]}/{k}": v for k, v in totals.items()})
         return flat
 
     def key_tags(self) -> dict[str, str]:
@@ -310,12 +390,17 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
     ``top_k`` is the retrieval depth the rankings were cut at, if known."""
     bootstrap = Bootstrap(cfg.bootstrap_resamples, cfg.seed)
     scored = [(r.type, r.metrics) for r in results if r.metrics is not None]
-    slices = {t: [m for st, m in scored if st == t] for t in sorted({t for t, _ in scored})}
+    slices = _slices(scored)
+    origins = _slices([(r.origin, r.metrics) for r in results if r.metrics is not None])
     by_type = {t: mean_by_key(rows) for t, rows in slices.items()}
     overall = mean_by_key([m for _, m in scored])
     by_type_min = {m: min(t[m] for t in by_type.values()) for m in overall} if by_type else {}
     bounds = stratified_intervals(slices, list(overall), bootstrap)
     type_counts = {t: sum(r.type == t for r in results) for t in sorted({r.type for r in results})}
+    access = summarize_access([(r.type, r.access) for r in results], bootstrap)
+    if len(origins) < 2:  # the one origin's slice would be the whole
+        origins = {}
+    origin_bounds = stratified_intervals(origins, list(overall), bootstrap)
     return Summary(
         overall=overall,
         by_type=by_type,
@@ -334,7 +419,20 @@ def summarize(results: Sequence[CaseResult], cfg: EvalConfig, top_k: int | None 
         bootstrap=bootstrap,
         top_k=top_k,
         ran_out_at_depth=_ran_out_at_depth(results, cfg.budgets, top_k),
+        access=access[0],
+        access_by_type=access[1],
+        access_intervals=access[2],
+        by_origin={o: mean_by_key(rows) for o, rows in origins.items()},
+        by_origin_intervals=origin_bounds.by_stratum,
+        origin_counts={o: len(rows) for o, rows in origins.items()},
     )
+
+
+def _slices(
+    keyed: Sequence[tuple[str, dict[str, float]]],
+) -> dict[str, list[dict[str, float]]]:
+    """The per-case metrics grouped by their key (a type, an origin), keys sorted."""
+    return {k: [m for key, m in keyed if key == k] for k in sorted({k for k, _ in keyed})}
 
 
 def _ran_out_at_depth(

@@ -247,4 +247,6 @@ class Backend(Protocol):
 
 BACKENDS: Registry[Backend] = Registry("embedding.backend")
 """A backend may also define ``own_chunks(cfg, corpus) -> list[Chunk]`` when its chunks
-are not cut by ``chunking`` but come with it (``external``: another system's chunks)."""
+are not cut by ``chunking`` but come with it (``external``: another system's chunks), and
+then ``complete_chunks(cfg) -> bool``: whether those are all its chunks (span traces
+record the chunk that hits an evidence span only then)."""

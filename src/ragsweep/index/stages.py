@@ -12,7 +12,8 @@ field changes its stage's key unless it is declared not to:
 - index: indexed-texts key + model identity + the backend's index code digest + ragsweep
   version (each backend builds and loads its own index: :mod:`ragsweep.index.backends`);
 - rankings: index key + every query's text and scope mask + retrieval fields and depth +
-  the backend's search code digest.
+  the backend's search code digest (not ``retrieval.parent``/``parent_chars``: they map
+  rankings of chunks to parents after the search, :mod:`ragsweep.index.small_to_big`).
 
 Nothing about evaluation (``eval.*``, the golden set, tracking) is part of these keys;
 scoring is never cached. The judge's per-case key is built by the judge stage from the
@@ -36,12 +37,16 @@ from ragsweep.cache.stage import StageCache
 from ragsweep.chunk.chunkers import (
     CHUNKER_SOURCE_DIGEST,
     LIBRARY_MODES,
+    NO_TOOLS,
     Chunk,
+    ChunkTools,
     chunk_corpus,
     chunk_library_version,
+    chunking_identity,
     indexed_text,
 )
 from ragsweep.chunk.table import ChunkTable, take_rows
+from ragsweep.chunk.tokens import tokenizer_library_version
 from ragsweep.chunk.views import KnownRows
 from ragsweep.config.schema import OWN_STAGE, ChunkingConfig, RetrievalConfig, result_fields
 from ragsweep.core.errors import DriftError
@@ -83,16 +88,23 @@ def document_titles(corpus: Corpus, cfg: ChunkingConfig) -> dict[str, str] | Non
     return {d.id: d.title for d in corpus if d.title}
 
 
-def chunks_key(corpus: Corpus, cfg: ChunkingConfig) -> str:
+def chunks_key(corpus: Corpus, cfg: ChunkingConfig, tools: ChunkTools = NO_TOOLS) -> str:
     """Key of a chunk set: corpus content, the chunks-stage chunking fields, chunker code
-    (and for a library mode, the library's version)."""
+    (and for a library mode, the library's version; for sizes in tokens, the sha256 of the
+    tokenizer file and the version of the tokenizers library)."""
     library = {"library": chunk_library_version()} if cfg.mode in LIBRARY_MODES else {}
+    tokens = {}
+    if tools.tokenizer is not None:  # sizes in tokens: the file and the library counting them
+        tokens = {"tokenizer": tools.tokenizer.sha256, "tokenizers": tokenizer_library_version()}
+    if tools.embedder:  # semantic breakpoints: the sentence model
+        tokens["sentence_model"] = tools.embedder
     return sha256_json(
         {
             "corpus": corpus.content_hash(),
-            "chunking": result_fields(cfg, OWN_STAGE),
+            "chunking": chunking_identity(cfg, OWN_STAGE),
             "chunker_code": CHUNKER_SOURCE_DIGEST,
             **library,
+            **tokens,
         }
     )
 
@@ -158,7 +170,7 @@ def rankings_key(
         {
             "index": index_key_,
             "queries": sha256_json(listed),
-            "retrieval": result_fields(cfg),
+            "retrieval": result_fields(cfg, OWN_STAGE),
             "depth": depth,
             "search_code": backend.search_code,
         }
@@ -174,14 +186,16 @@ def scope_key(scope: Sequence[str] | None, positions: Mapping[str, int]) -> str 
     return "docs:" + ",".join(map(str, codes))
 
 
-def cached_chunks(corpus: Corpus, cfg: ChunkingConfig, key: str, cache: StageCache) -> ChunkTable:
+def cached_chunks(
+    corpus: Corpus, cfg: ChunkingConfig, key: str, cache: StageCache, tools: ChunkTools = NO_TOOLS
+) -> ChunkTable:
     """The corpus's chunks under ``key`` (:func:`chunks_key`) as a :class:`ChunkTable`:
     spans are cached (memory-mapped on a hit), texts are sliced from the source for the
     chunks that are read."""
     built: list[ChunkTable] = []
 
     def build(folder: Path) -> None:
-        built.append(ChunkTable.from_chunks(corpus, chunk_corpus(corpus, cfg)))
+        built.append(ChunkTable.from_chunks(corpus, chunk_corpus(corpus, cfg, tools)))
         built[0].save(folder)
 
     def load(folder: Path) -> ChunkTable:

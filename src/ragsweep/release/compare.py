@@ -15,20 +15,31 @@ noise is at most alpha.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+
+from rich.cells import cell_len
 
 from ragsweep.config.schema import EvalConfig, from_mapping
 from ragsweep.core import tags as tag
 from ragsweep.core.errors import RagsweepError
-from ragsweep.core.terminal import fit_markdown, markdown_table
+from ragsweep.core.terminal import MARKDOWN_WIDTH, fit_markdown, markdown_table
 from ragsweep.eval import measures
-from ragsweep.eval.measures import HIT, Measure
+from ragsweep.eval.attribution import (
+    CaseSide,
+    Cause,
+    counts,
+    describe_counts,
+    explain,
+    hit_measure,
+)
+from ragsweep.eval.measures import Measure
 from ragsweep.eval.metric_keys import N_ANSWERABLE
 from ragsweep.eval.power import PowerAssumptions, power_remark
 from ragsweep.eval.scoring import CaseResult, RetrievedChunk, summarize
 from ragsweep.eval.stats import PairedTest, holm, paired_randomization_test
+from ragsweep.eval.trace import SpanTrace
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.store import LoggedRun, RunStore
 from ragsweep.run.report import markdown_tables, metric_columns
@@ -37,6 +48,8 @@ from ragsweep.run.report import markdown_tables, metric_columns
 # labels, the same documents, and the same relevance rule.
 IDENTITY_TAGS = (tag.GOLDEN_DIGEST, tag.SPLIT, tag.CORPUS_HASH, tag.MIN_SPAN_OVERLAP)
 LATENCY_KEYS = ("latency_ms_p50", "latency_ms_p95")
+UNKNOWN_CHARS = "unknown"
+"""``chunk_chars`` of a span row when the run's chunks are not its complete chunking."""
 
 
 @dataclass(frozen=True)
@@ -56,13 +69,19 @@ class Delta:
 
 @dataclass(frozen=True)
 class Flip:
-    """A case whose ``hit_at_k`` differs between the runs, with each run's first chunk
-    (None when nothing was retrieved)."""
+    """A case whose hit measure differs between the runs: its question (None when the run
+    did not record it), each run's first chunk (None when nothing was retrieved), each
+    run's view of its evidence spans (:class:`~ragsweep.eval.attribution.CaseSide`) and
+    why the run that misses it missed it (:func:`~ragsweep.eval.attribution.explain`)."""
 
     case_id: str
     type: str
+    question: str | None
     baseline_first: RetrievedChunk | None
     candidate_first: RetrievedChunk | None
+    baseline: CaseSide
+    candidate: CaseSide
+    cause: Cause
 
     def to_json(self) -> dict[str, Any]:
         def first(chunk: RetrievedChunk | None) -> dict[str, Any] | None:
@@ -71,8 +90,11 @@ class Flip:
         return {
             "id": self.case_id,
             "type": self.type,
+            "question": self.question,
             "baseline_first": first(self.baseline_first),
             "candidate_first": first(self.candidate_first),
+            "spans": span_rows(self.baseline, self.candidate),
+            "cause": self.cause.to_json(),
         }
 
 
@@ -110,6 +132,15 @@ class Comparison:
     they were promoted from (None otherwise)."""
     p_adjusted: float | None = None
     family: int = 1
+
+    @property
+    def attribution(self) -> dict[str, dict[str, int]]:
+        """How many lost and gained cases each pipeline stage explains
+        (:func:`~ragsweep.eval.attribution.counts`)."""
+        return {
+            "lost": counts(f.cause for f in self.lost),
+            "gained": counts(f.cause for f in self.gained),
+        }
 
     @property
     def power(self) -> str | None:
@@ -189,6 +220,7 @@ class Comparison:
                 "hit_to_miss": [f.to_json() for f in self.lost],
                 "miss_to_hit": [f.to_json() for f in self.gained],
             },
+            "attribution": self.attribution,
             "test": {
                 "name": "paired randomization (sign-flip), two-sided",
                 "n": self.test.n,
@@ -227,10 +259,11 @@ def identity_mismatches(baseline: LoggedRun, candidate: LoggedRun) -> tuple[str,
 
 def flip_measure(metric: Measure, ks: Sequence[int]) -> Measure:
     """``hit`` at ``metric``'s cut-off or budget (``recall_at_5`` → ``hit_at_5``), else at
-    the largest of ``ks`` (``mrr`` → ``hit_at_10``)."""
-    if metric.budget is not None:
-        return Measure(HIT, budget=metric.budget)
-    return Measure(HIT, k=metric.k or max(ks))
+    the largest of ``ks`` (``mrr`` → ``hit_at_10``); see
+    :func:`ragsweep.eval.attribution.hit_measure`."""
+    measure = hit_measure(metric, ks)
+    assert measure is not None  # eval.ks is never empty
+    return measure
 
 
 def compare_runs(
@@ -257,6 +290,7 @@ def compare_runs(
     metric = primary.name
     flips_on = flip_measure(primary, eval_cfg.ks).name
     scored = _scored_pairs(pairs, [metric, flips_on], baseline, candidate)
+    flip = _flipper(store.questions(candidate.run_id), measures.parse(flips_on))
     base_summary = summarize([b for b, _ in pairs], eval_cfg)
     cand_summary = summarize([c for _, c in pairs], eval_cfg)
     columns = metric_columns(cand_summary, eval_cfg)
@@ -275,8 +309,8 @@ def compare_runs(
             if t in base_summary.by_type
         },
         type_counts=_type_counts(scored),
-        lost=tuple(_flip(b, c) for b, c in scored if _hit(b, flips_on) and not _hit(c, flips_on)),
-        gained=tuple(_flip(b, c) for b, c in scored if _hit(c, flips_on) and not _hit(b, flips_on)),
+        lost=tuple(flip(b, c) for b, c in scored if _hit(b, flips_on) and not _hit(c, flips_on)),
+        gained=tuple(flip(b, c) for b, c in scored if _hit(c, flips_on) and not _hit(b, flips_on)),
         test=paired_randomization_test(
             [_value(c, metric) - _value(b, metric) for b, c in scored], resamples, seed, 1 - alpha
         ),
@@ -393,13 +427,46 @@ def _hit(case: CaseResult, measure: str) -> bool:
     return _value(case, measure) > 0
 
 
-def _flip(baseline: CaseResult, candidate: CaseResult) -> Flip:
-    return Flip(
-        case_id=candidate.id,
-        type=candidate.type,
-        baseline_first=baseline.retrieved[0] if baseline.retrieved else None,
-        candidate_first=candidate.retrieved[0] if candidate.retrieved else None,
-    )
+def _flipper(
+    questions: Mapping[str, str], measure: Measure
+) -> Callable[[CaseResult, CaseResult], Flip]:
+    """A function making the :class:`Flip` of a flipped pair, on hit ``measure``."""
+
+    def flip(baseline: CaseResult, candidate: CaseResult) -> Flip:
+        sides = [CaseSide.of(r.spans, r.metrics or {}, measure) for r in (baseline, candidate)]
+        miss, hit = sides if not _hit(baseline, measure.name) else sides[::-1]
+        return Flip(
+            case_id=candidate.id,
+            type=candidate.type,
+            question=questions.get(candidate.id),
+            baseline_first=baseline.retrieved[0] if baseline.retrieved else None,
+            candidate_first=candidate.retrieved[0] if candidate.retrieved else None,
+            baseline=sides[0],
+            candidate=sides[1],
+            cause=explain(miss, hit),
+        )
+
+    return flip
+
+
+def span_rows(baseline: CaseSide, candidate: CaseSide) -> list[dict[str, Any]]:
+    """Per evidence span, its rank, whether it was packed (reached within the cut-off or
+    budget) and the length of the shortest chunk that hits it (None: split, ``unknown``:
+    not recorded) in each run; empty when a
+    run did not record span traces or the runs' case has a different number of evidence
+    spans (the golden case changed: spans cannot be paired, as in
+    :func:`~ragsweep.eval.attribution.explain`)."""
+    if baseline.spans is None or candidate.spans is None:
+        return []
+    if len(baseline.spans) != len(candidate.spans):
+        return []
+    return [
+        {
+            run: {"rank": t.rank, "packed": side.reached(t), "chunk_chars": _chunk_chars(t)}
+            for run, side, t in (("baseline", baseline, b), ("candidate", candidate, c))
+        }
+        for b, c in zip(baseline.spans, candidate.spans, strict=True)
+    ]
 
 
 def render_markdown(comparison: Comparison) -> str:
@@ -462,24 +529,98 @@ def _by_type_table(c: Comparison) -> str:
 
 
 def _flip_sections(c: Comparison) -> list[str]:
-    lines = [f"## Flipped cases ({c.flips_on})", ""]
-    for title, flips in (
-        (f"hit → miss ({len(c.lost)})", c.lost),
-        (f"miss → hit ({len(c.gained)})", c.gained),
+    lines = [
+        f"## Flipped cases ({c.flips_on})",
+        "",
+        f"By the first stage that lost the evidence (docs/promotion.md): hit → miss "
+        f"{describe_counts(c.attribution['lost'])}; miss → hit "
+        f"{describe_counts(c.attribution['gained'])}.",
+        "",
+    ]
+    for title, flips, lost in (
+        (f"hit → miss ({len(c.lost)})", c.lost, True),
+        (f"miss → hit ({len(c.gained)})", c.gained, False),
     ):
         lines += [f"### {title}", ""]
         if not flips:
             lines += ["none", ""]
             continue
-        lines += ["First retrieved chunk of each run:", ""]
         for f in flips:
-            lines += [
-                f"- `{f.case_id}` ({f.type})",
-                f"  - baseline: {_chunk(f.baseline_first)}",
-                f"  - candidate: {_chunk(f.candidate_first)}",
-            ]
+            lines += _flip_lines(f, lost, _reach_label(c.flips_on))
         lines.append("")
     return lines
+
+
+def _reach_label(flips_on: str) -> str:
+    """``packed`` for a budget's hit measure, ``in top k`` for a cut-off's."""
+    measure = measures.parse(flips_on)
+    return "packed" if measure.budget is not None else f"in top {measure.k}"
+
+
+def _flip_lines(f: Flip, lost: bool, reach: str) -> list[str]:
+    """One flipped case: question, first chunks, each span in both runs, the stage and the
+    next action (for a gained case: what the candidate fixed)."""
+    lines = [f"- `{f.case_id}` ({f.type})"]
+    if f.question:
+        lines += _cell_lines(f"question: {f.question}", "  - ", "    ")
+    lines.append(
+        f"  - first chunk: baseline {_chunk(f.baseline_first)}; candidate "
+        f"{_chunk(f.candidate_first)}"
+    )
+    for number, row in enumerate(span_rows(f.baseline, f.candidate), start=1):
+        b, c = row["baseline"], row["candidate"]
+        lines.append(
+            f"  - span {number}: rank {_rank(b['rank'])} → {_rank(c['rank'])}; {reach} "
+            f"{_yes(b['packed'])} → {_yes(c['packed'])}; chunk {_held(b['chunk_chars'])} → "
+            f"{_held(c['chunk_chars'])}"
+        )
+    run = "candidate" if lost else "baseline"
+    lines.append(f"  - stage: **{f.cause.stage}** ({run}: {f.cause.detail})")
+    action = f.cause.action if lost else "none: the candidate fixed it"
+    lines.append(f"  - next action: {action}")
+    return lines
+
+
+def _cell_lines(text: str, first: str, rest: str, width: int = MARKDOWN_WIDTH) -> list[str]:
+    """``text`` in lines of at most ``width`` terminal cells, broken at spaces, and inside a
+    word only when the word alone is wider (a question in Japanese has no spaces and two
+    cells per character)."""
+    lines: list[str] = []
+    line = first
+    for word in text.split():
+        joined = word if line in (first, rest) else " " + word
+        if cell_len(line + joined) <= width:
+            line += joined
+            continue
+        if line not in (first, rest):
+            lines.append(line)
+            line = rest
+        for char in word:
+            if cell_len(line + char) > width:
+                lines.append(line)
+                line = rest
+            line += char
+    return [*lines, line]
+
+
+def _rank(rank: int | None) -> str:
+    return "—" if rank is None else str(rank)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _chunk_chars(trace: SpanTrace) -> int | str | None:
+    """The length of the shortest chunk that hits the span, None when split, ``unknown``
+    when the run's chunks are not its complete chunking."""
+    return trace.chunk_chars if trace.chunked else UNKNOWN_CHARS
+
+
+def _held(chars: int | str | None) -> str:
+    if isinstance(chars, str):
+        return chars
+    return "split" if chars is None else f"{chars} chars"
 
 
 def _chunk(chunk: RetrievedChunk | None) -> str:

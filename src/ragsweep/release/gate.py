@@ -20,6 +20,7 @@ from rich.console import Console
 from ragsweep.core import tags as tag
 from ragsweep.core.names import HOLDOUT
 from ragsweep.core.terminal import fit_markdown, markdown_table
+from ragsweep.eval.metric_keys import ACL_LEAKS, CASES_WITH_ACL_LEAKS, REVOKED_RETRIEVED
 from ragsweep.release.errors import RunLookupError, ThresholdsError
 from ragsweep.release.store import LoggedRun, RunStore
 from ragsweep.release.thresholds import PROMOTED_BASELINE, Thresholds
@@ -33,7 +34,7 @@ FLOAT_TOLERANCE = 1e-9
 
 @dataclass(frozen=True)
 class Violation:
-    """One failed check: ``kind`` is ``floor``, ``latency`` or ``decline``."""
+    """One failed check: ``kind`` is ``floor``, ``latency``, ``decline`` or ``leak``."""
 
     kind: str
     metric: str
@@ -83,6 +84,25 @@ def check_latency(metrics: Mapping[str, float], ceiling: float | None) -> list[V
     return [Violation("latency", "latency_ms_p95", message)]
 
 
+def check_access(metrics: Mapping[str, float]) -> list[Violation]:
+    """Any chunk retrieved from a document its case's principal may not read, or from a
+    revoked document, fails the gate whatever the averages (docs/metrics.md, "Access
+    measures"); a run without access metadata has neither figure."""
+    leaks, cases = metrics.get(ACL_LEAKS, 0.0), metrics.get(CASES_WITH_ACL_LEAKS, 0.0)
+    violations = []
+    if leaks > 0:
+        message = (
+            f"{ACL_LEAKS}: {leaks:g} retrieved chunk(s) in {cases:g} case(s) came from "
+            "documents the case's principal may not read (any leak fails the gate)"
+        )
+        violations.append(Violation("leak", ACL_LEAKS, message))
+    revoked = metrics.get(REVOKED_RETRIEVED, 0.0)
+    if revoked > 0:
+        message = f"{REVOKED_RETRIEVED}: {revoked:g} retrieved chunk(s) came from revoked documents"
+        violations.append(Violation("leak", REVOKED_RETRIEVED, message))
+    return violations
+
+
 def check_decline(
     metrics: Mapping[str, float],
     baseline: Mapping[str, float],
@@ -121,11 +141,26 @@ class GateOutcome:
         return not self.violations
 
 
+def pinned_run() -> str | None:
+    """The run ``$RAGSWEEP_GATE_RUN`` pins, None when it is unset. Set but empty (a script's
+    ``RAGSWEEP_GATE_RUN="$RUN"`` with an empty ``RUN``) is a RunLookupError, not "unset":
+    the gate would otherwise check the newest promoted run instead of the one meant."""
+    value = os.environ.get(GATE_RUN_ENV)
+    if value is not None and not value.strip():
+        raise RunLookupError(
+            f"${GATE_RUN_ENV} is set but empty, so it names no run: set it to the holdout "
+            f"run id to check, or unset it (unset {GATE_RUN_ENV}) to check the newest "
+            "promoted run"
+        )
+    return value
+
+
 def find_promoted(store: RunStore, run_id: str | None = None) -> LoggedRun | None:
-    """Run ``run_id`` (or ``$RAGSWEEP_GATE_RUN``), else the newest complete promoted run;
-    None when nothing has been promoted in this store."""
-    run_id = run_id or os.environ.get(GATE_RUN_ENV)
-    if not run_id:
+    """Run ``run_id`` (or ``$RAGSWEEP_GATE_RUN``: :func:`pinned_run`), else the newest
+    complete promoted run; None when nothing has been promoted in this store."""
+    if run_id is None:
+        run_id = pinned_run()
+    if run_id is None:
         latest = store.latest(f"tags.\"{tag.PROMOTED_FROM}\" LIKE '%'")
         return None if latest is None else store.with_figures(latest)
     run = store.get(run_id)
@@ -181,6 +216,7 @@ def run_gate(
     violations = [
         *check_floors(metrics, thresholds.floors),
         *check_latency(metrics, thresholds.max_latency_ms_p95),
+        *check_access(metrics),
     ]
     baseline = baseline_for(store, thresholds, promoted)
     if baseline is not None and thresholds.max_decline is not None:

@@ -8,6 +8,7 @@ project's ``tracking`` config), never one named inside an old run's config.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from ragsweep.config.app import compose, plain_config
 from ragsweep.config.schema import TrackingConfig, from_mapping
 from ragsweep.core import tags as tag
 from ragsweep.core.names import CASES_FILE, FINISHED
+from ragsweep.data.corpus import jsonl_lines
 from ragsweep.eval.scoring import CaseResult, cases_from_jsonl
 from ragsweep.release.errors import EMPTY_RUN_ID, RunLookupError
 from ragsweep.run.metrics import BY_TYPE_FILE, FIGURES_FILE, by_type_figures, read_figures
@@ -82,6 +84,7 @@ class RunStore:
             )
         self.uri = uri
         self.client = open_client(uri)  # a local store is opened under its store lock
+        self._cases_texts: dict[str, str] = {}  # cases.jsonl read by cases(), for questions()
 
     def get(self, run_id: str) -> LoggedRun:
         """The run ``run_id``, or a RunLookupError naming the store (an empty id too)."""
@@ -132,12 +135,21 @@ class RunStore:
         return data
 
     def cases(self, run_id: str) -> tuple[CaseResult, ...]:
-        """The run's per-case results from its ``cases.jsonl`` artifact, in file order."""
+        """The run's per-case results from its ``cases.jsonl`` artifact, in file order (the
+        text is kept for :meth:`questions`, which then fetches nothing)."""
         text = self._artifact_text(run_id, CASES_FILE)
+        self._cases_texts[run_id] = text
         try:
             return cases_from_jsonl(text, f"{CASES_FILE} of run {run_id}")
         except ValueError as exc:
             raise RunLookupError(str(exc)) from exc
+
+    def questions(self, run_id: str) -> dict[str, str]:
+        """Case id → question, from the run's ``cases.jsonl`` artifact (the question as the
+        run's case table keeps it: cut to 150 characters)."""
+        text = self._cases_texts.get(run_id) or self._artifact_text(run_id, CASES_FILE)
+        rows = (json.loads(line) for line in jsonl_lines(text) if line.strip())
+        return {row["id"]: row["question"] for row in rows if row.get("question") is not None}
 
     def search(self, filter_string: str, limit: int | None = None) -> list[LoggedRun]:
         """Runs of every experiment (deleted ones included) matching ``filter_string``,

@@ -1,7 +1,8 @@
 """The release gate's thresholds file (``conf/gate/thresholds.yaml``) and its ratchet.
 
 Floors are keyed by MLflow metric name: ``recall_at_5`` (overall), ``by_type/<type>/<metric>``
-(one question type) or ``by_type_min/<metric>`` (the weakest type). The ratchet sets each
+(one question type), ``by_type_min/<metric>`` (the weakest type) or
+``by_origin/<origin>/<metric>`` (the hand-written or the drafted cases). The ratchet sets each
 floor to a holdout run's value minus a slack and only ever raises floors unless explicitly
 allowed to lower them. The file is rewritten in a fixed, commented layout; the comment block
 at its top (up to the first blank line) is kept as written. The file in force is the
@@ -25,19 +26,21 @@ from ragsweep.config.app import config_dir, project_root
 from ragsweep.config.schema import load_config_file
 from ragsweep.core.errors import ConfigError
 from ragsweep.eval import measures
+from ragsweep.eval.metric_keys import BY_ORIGIN, BY_TYPE
 from ragsweep.release.errors import ThresholdsError
 
 THRESHOLDS_ENV = "RAGSWEEP_GATE_THRESHOLDS"
 PROMOTED_BASELINE = "promoted"
 FLOOR_DECIMALS = 3
 
-_SLICE = re.compile(r"^(?:by_type/.+/|by_type_min/)")
+_SLICE = re.compile(rf"^(?:{BY_TYPE}/.+/|{BY_TYPE}_min/|{BY_ORIGIN}/[^/]+/)")
 
 SECTION_COMMENTS = {
     "floors": (
         "Minimum value per metric on the holdout split. Keys are MLflow metric names:\n"
         "recall_at_5 (overall), by_type/<type>/recall_at_5 (one question type),\n"
-        "by_type_min/recall_at_5 (the weakest type). Raised by `ragsweep-gate ratchet`."
+        "by_type_min/recall_at_5 (the weakest type), by_origin/<origin>/recall_at_5\n"
+        "(hand or drafted cases). Raised by `ragsweep-gate ratchet`."
     ),
     "max_latency_ms_p95": (
         "Ceiling on the p95 per-query retrieval time in milliseconds (null: not checked)."
@@ -54,7 +57,7 @@ SECTION_COMMENTS = {
 
 def is_quality_metric(key: str) -> bool:
     """Whether ``key`` names a higher-is-better retrieval measure (a value in [0, 1]),
-    overall or of a slice (``by_type/<type>/``, ``by_type_min/``)."""
+    overall or of a slice (``by_type/<type>/``, ``by_type_min/``, ``by_origin/<origin>/``)."""
     try:
         measure = measures.parse(_SLICE.sub("", key))
     except ConfigError:
@@ -81,7 +84,8 @@ class Thresholds:
             if not is_quality_metric(metric):
                 raise ConfigError(
                     f"thresholds.floors.{metric} is not a retrieval metric name (e.g. "
-                    "recall_at_5, by_type/<type>/recall_at_5, by_type_min/recall_at_5)"
+                    "recall_at_5, by_type/<type>/recall_at_5, by_type_min/recall_at_5, "
+                    "by_origin/<origin>/recall_at_5)"
                 )
             if isinstance(floor, bool) or not isinstance(floor, (int, float)):
                 raise ConfigError(f"thresholds.floors.{metric} must be a number, got {floor!r}")
@@ -158,8 +162,10 @@ def save_thresholds(path: Path, thresholds: Thresholds, source: Path | None = No
 
 
 def _floor_order(metric: str) -> tuple[int, str]:
-    """Overall metrics first, then the weakest-type minima, then per-type floors."""
-    group = 2 if metric.startswith("by_type/") else 1 if metric.startswith("by_type_min/") else 0
+    """Overall metrics first, then the weakest-type minima, the per-origin floors, and the
+    per-type floors."""
+    order = (f"{BY_TYPE}_min/", f"{BY_ORIGIN}/", f"{BY_TYPE}/")
+    group = next((i + 1 for i, prefix in enumerate(order) if metric.startswith(prefix)), 0)
     return group, metric
 
 

@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ragsweep.chunk.chunkers import CHUNKERS
+from ragsweep.chunk.chunkers import (
+    CHUNKERS,
+    NO_TOOLS,
+    SEMANTIC,
+    ChunkTools,
+    chunking_identity,
+)
+from ragsweep.chunk.parents import PARENTS
 from ragsweep.config.schema import (
     CacheConfig,
     ChunkingConfig,
@@ -42,12 +49,15 @@ from ragsweep.config.schema import (
 )
 from ragsweep.core.errors import ConfigError
 from ragsweep.core.hashing import sha256_json
+from ragsweep.core.names import TOKENS
 from ragsweep.data.preprocess import build_preprocessor
 from ragsweep.eval import measures
 from ragsweep.eval.budget import retrieval_depth
 from ragsweep.index.backends import BACKENDS
+from ragsweep.index.chunk_tokens import chunk_tokenizer
 from ragsweep.index.rerank import RerankConfig, reranker_identity
 from ragsweep.index.rerank import hash_part as rerank_hash_part
+from ragsweep.index.semantic import semantic_identity
 from ragsweep.judge.config import JudgeConfig
 
 if typing.TYPE_CHECKING:
@@ -133,6 +143,8 @@ class ResolvedConfig:
     objective: Measure
     config_hash: str = field(default="")
     reranker: ModelIdentity | None = None
+    chunk_tools: ChunkTools = NO_TOOLS
+    """The tokenizer of ``chunking.unit=tokens`` (:mod:`ragsweep.index.chunk_tokens`)."""
 
 
 def resolve(data: Mapping[str, Any] | RunConfig) -> ResolvedConfig:
@@ -143,13 +155,41 @@ def resolve(data: Mapping[str, Any] | RunConfig) -> ResolvedConfig:
     """
     cfg = data if isinstance(data, RunConfig) else RunConfig.from_container(data)
     CHUNKERS.get(cfg.chunking.mode)
+    refuse_ignored_chunking(cfg.chunking)
+    PARENTS.get(cfg.retrieval.parent)
+    sentences = semantic_identity(cfg.chunking, cfg.embedding)
+    tools = ChunkTools(
+        tokenizer=chunk_tokenizer(cfg.chunking, cfg.embedding),
+        embedder=sentences.key if sentences else "",
+    )
     model = BACKENDS.get(cfg.embedding.backend).identity(cfg.embedding)
     preprocessor = build_preprocessor(cfg.preprocess)
     objective = measures.require_objective(cfg.eval.objective, cfg.eval.ks, cfg.eval.budgets)
     cfg.rerank.check_depth(cfg.top_k)
     reranker = reranker_identity(cfg.rerank) if cfg.rerank.enabled else None
-    resolved = ResolvedConfig(cfg, preprocessor, model, objective, reranker=reranker)
+    resolved = ResolvedConfig(
+        cfg, preprocessor, model, objective, reranker=reranker, chunk_tools=tools
+    )
     return dataclasses.replace(resolved, config_hash=config_hash(resolved))
+
+
+def refuse_ignored_chunking(chunking: ChunkingConfig) -> None:
+    """ConfigError for a chunking option its mode or unit ignores, set off its default: it
+    would change the config hash and not the results."""
+    default = ChunkingConfig()
+    if chunking.mode != SEMANTIC and chunking.breakpoint_percentile != (
+        default.breakpoint_percentile
+    ):
+        raise ConfigError(
+            f"chunking.breakpoint_percentile={chunking.breakpoint_percentile} is used only by "
+            f"chunking.mode={SEMANTIC}, not {chunking.mode}: remove it (or set "
+            f"chunking.mode={SEMANTIC})"
+        )
+    if chunking.unit != TOKENS and chunking.tokenizer != default.tokenizer:
+        raise ConfigError(
+            f"chunking.tokenizer={chunking.tokenizer} is used only with chunking.unit={TOKENS}, "
+            f"not {chunking.unit}: remove it (or set chunking.unit={TOKENS})"
+        )
 
 
 def config_hash(resolved: ResolvedConfig) -> str:
@@ -171,6 +211,11 @@ def hashed_values(resolved: ResolvedConfig) -> dict[str, Any]:
         "judge": cfg.judge.identity() if cfg.judge.enabled else {"enabled": False},
         "rerank": rerank_hash_part(cfg.rerank, resolved.reranker) if resolved.reranker else None,
     }
+    tools = resolved.chunk_tools
+    if tools.tokenizer is not None or tools.embedder:  # the tokenizer, the sentence model
+        tokenizer = {"tokenizer_sha256": tools.tokenizer.sha256} if tools.tokenizer else {}
+        embedder = {"sentence_model": tools.embedder} if tools.embedder else {}
+        stand_ins["chunking"] = {**chunking_identity(cfg.chunking), **tokenizer, **embedder}
     return {
         name: stand_ins[name] if name in stand_ins else result_fields(getattr(cfg, name))
         for name in hashed_groups()

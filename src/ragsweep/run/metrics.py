@@ -9,6 +9,8 @@ metrics, so the run page and the compare view list a few dozen rows that matter:
   run's objective whatever family it is;
 - each one's 95% bootstrap interval (``<measure>_ci_low``, ``<measure>_ci_high``) and its
   weakest-type mean (``by_type_min/<measure>``);
+- when a run scored both hand-written and drafted cases (docs/golden.md), each of those and
+  ``n_answerable`` per origin (``by_origin/<origin>/<measure>``);
 - the counts :data:`COUNTS` and the timings :data:`TIMINGS` (and per search stage, when a
   run has stages);
 - with a judge, its overall figures ``judge/<metric>`` (docs/judge.md).
@@ -28,7 +30,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ragsweep.eval.measures import HIT, MRR, RECALL, Measure, computed
-from ragsweep.eval.metric_keys import JUDGE, JUDGE_BY_TYPE, N_ANSWERABLE, N_CHUNKS, by_type_key
+from ragsweep.eval.metric_keys import (
+    ACL_LEAKS,
+    BY_ORIGIN,
+    CASES_WITH_ACL_LEAKS,
+    JUDGE,
+    JUDGE_BY_TYPE,
+    N_ANSWERABLE,
+    N_CHUNKS,
+    N_PERMISSION,
+    PERMISSION_HELD,
+    REVOKED_RETRIEVED,
+    SUPERSEDED_RETRIEVED,
+    access_keys,
+    by_type_key,
+)
 from ragsweep.eval.scoring import Summary
 from ragsweep.eval.uncertainty import interval_keys
 from ragsweep.tracking.tables import read_table
@@ -43,6 +59,10 @@ BY_TYPE_COLUMNS = ("slice", "type", "n", "measure", "mean", "ci_low", "ci_high")
 TYPE_SLICE = "type"
 """The ``slice`` of a ``by_type.json`` row for one question type (beside ``overall`` and
 ``weakest``)."""
+ORIGIN_SLICE = "origin"
+"""The ``slice`` of a ``by_type.json`` row for the cases of one origin (its name in the
+``type`` column: ``hand`` or ``drafted``), when a run scored cases of both."""
+ORIGIN_PREFIX = f"{BY_ORIGIN}/"
 
 HEADLINE_FAMILIES = (RECALL, HIT)
 """Families logged at every cut-off and every budget of the run."""
@@ -80,6 +100,18 @@ TIMINGS: dict[str, str] = {
     "latency_ms_p95": "95th percentile per-query search time in milliseconds",
 }
 
+ACCESS: dict[str, str] = {
+    ACL_LEAKS: "retrieved chunks (within the retrieval depth, summed over cases) of documents "
+    "the case's principal may not read",
+    f"{ACL_LEAKS}_at_<B>c": "the same within each context budget B",
+    REVOKED_RETRIEVED: "retrieved chunks of revoked documents",
+    SUPERSEDED_RETRIEVED: "retrieved chunks of superseded documents",
+    CASES_WITH_ACL_LEAKS: "cases with at least one acl_leaks chunk",
+    N_PERMISSION: "permission cases of the evaluated split",
+    PERMISSION_HELD: "share of the permission cases with no acl_leaks, with its 95% interval",
+}
+"""The access figures, logged only for a corpus with access metadata (docs/metrics.md)."""
+
 DOCUMENTED: dict[str, str] = {
     "recall_at_<k>, recall_at_<B>c": "recall at each k of eval.ks and each budget B of "
     "eval.budgets (characters), mean over the answerable cases",
@@ -89,8 +121,12 @@ DOCUMENTED: dict[str, str] = {
     "<measure>_ci_low, <measure>_ci_high": "95% bootstrap interval of each measure above",
     "by_type_min/<measure>": "the lowest per-type mean of each measure above (the weakest "
     "question type)",
+    "by_origin/<origin>/<measure>": "each measure above and its interval over the cases of "
+    "one origin, hand (written by a person) or drafted (a model's draft a person accepted), "
+    "and by_origin/<origin>/n_answerable; only when the run scored cases of both",
     **COUNTS,
     **TIMINGS,
+    **ACCESS,
     "latency_ms_p50/<stage>, latency_ms_p95/<stage>": "the same per search stage (sparse, "
     "dense, fusion, rerank), for the runs that have stages",
     "judge/<metric>": "the judge's overall figures (only with a judge; docs/judge.md)",
@@ -122,13 +158,18 @@ def headline_names(
         out[low] = f"lower bound of the 95% bootstrap interval of {measure.name}"
         out[high] = f"upper bound of the 95% bootstrap interval of {measure.name}"
         out[WEAKEST_PREFIX + measure.name] = f"lowest per-type mean of {measure.name}"
-    return {**out, **COUNTS, **TIMINGS}
+    access = dict.fromkeys(access_keys(budgets), "access measure (docs/metrics.md)")
+    access.update(dict.fromkeys(interval_keys(PERMISSION_HELD), "interval of permission_held"))
+    return {**out, **COUNTS, **TIMINGS, **access}
 
 
 def is_logged(name: str, headline: Mapping[str, str]) -> bool:
-    """Whether figure ``name`` is an MLflow metric (``headline``: :func:`headline_names`)."""
+    """Whether figure ``name`` is an MLflow metric (``headline``: :func:`headline_names`):
+    a by-origin figure is when what follows its origin is (``by_origin/drafted/mrr``)."""
     if name in headline or name.startswith(STAGE_LATENCY_PREFIXES):
         return True
+    if name.startswith(ORIGIN_PREFIX):
+        return name.split("/", 2)[-1] in headline
     return name.startswith(JUDGE_PREFIX) and not name.startswith(JUDGE_DETAIL_PREFIX)
 
 
@@ -151,14 +192,17 @@ def read_figures(text: str, source: str) -> dict[str, float]:
 
 
 def by_type_figures(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    """The ``by_type/<type>/<measure>`` figures (mean and interval bounds) of the ``type``
-    rows of a ``by_type.json`` (rows as ``{column: value}``, :data:`BY_TYPE_COLUMNS`): the
-    figures ``figures.json`` leaves out."""
+    """The ``by_type/<type>/<measure>`` and ``by_origin/<origin>/<measure>`` figures (mean
+    and interval bounds) of the ``type`` and ``origin`` rows of a ``by_type.json`` (rows as
+    ``{column: value}``, :data:`BY_TYPE_COLUMNS`): the figures ``figures.json`` leaves out."""
     figures: dict[str, float] = {}
     for row in rows:
-        if row["slice"] != TYPE_SLICE:
+        if row["slice"] == TYPE_SLICE:
+            name = by_type_key(str(row["type"]), str(row["measure"]))
+        elif row["slice"] == ORIGIN_SLICE:
+            name = f"{ORIGIN_PREFIX}{row['type']}/{row['measure']}"
+        else:
             continue
-        name = by_type_key(str(row["type"]), str(row["measure"]))
         low, high = interval_keys(name)
         figures.update({name: row["mean"], low: row["ci_low"], high: row["ci_high"]})
     return {k: float(v) for k, v in figures.items()}
@@ -166,7 +210,8 @@ def by_type_figures(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
 
 def by_type_rows(summary: Summary) -> list[list[object]]:
     """The rows of ``by_type.json``: overall, each question type (its name as in the golden
-    set), then the weakest type, each with every measure of the run."""
+    set), the weakest type, then each origin (when there are two), each with every measure
+    of the run."""
     rows: list[list[object]] = []
     n_all = summary.counts.get(N_ANSWERABLE, 0)
     slices = [
@@ -176,6 +221,10 @@ def by_type_rows(summary: Summary) -> list[list[object]]:
             for t, means in summary.by_type.items()
         ),
         ("weakest", "", None, summary.by_type_min, summary.by_type_min_intervals),
+        *(
+            (ORIGIN_SLICE, o, summary.origin_counts[o], means, summary.by_origin_intervals[o])
+            for o, means in summary.by_origin.items()
+        ),
     ]
     for slice_name, type_name, n, means, bounds in slices:
         for measure, mean in means.items():

@@ -26,6 +26,7 @@ from rich.console import Console
 from ragsweep.cache.stage import StageCache
 from ragsweep.chunk.chunkers import Chunk
 from ragsweep.chunk.table import ChunkTable, rows_of
+from ragsweep.config.schema import EmbeddingConfig
 from ragsweep.core import tags as tag
 from ragsweep.core.atomic import run_dir_errors
 from ragsweep.core.errors import ConfigError
@@ -44,6 +45,7 @@ from ragsweep.eval.scoring import (
     score_cases,
     summarize,
 )
+from ragsweep.index.acl import AccessFilter
 from ragsweep.index.backends import BACKENDS, Backend
 from ragsweep.index.base import (
     Index,
@@ -56,6 +58,8 @@ from ragsweep.index.base import (
 )
 from ragsweep.index.latency import stage_latency
 from ragsweep.index.rerank import Reranker
+from ragsweep.index.semantic import sentence_model_line, with_sentence_embedder
+from ragsweep.index.small_to_big import parent_line, parent_rankings, uses_parents
 from ragsweep.index.stages import (
     cached_chunks,
     cached_rankings,
@@ -69,6 +73,7 @@ from ragsweep.index.stages import (
 )
 from ragsweep.judge import JudgeOutcome, prepare_judge
 from ragsweep.run.config import ResolvedConfig, select_cases
+from ragsweep.run.contracts import check_retrieved
 from ragsweep.run.describe import CHUNKING, STEPS, describe
 from ragsweep.run.files import RunCases, StoredLines, write_artifacts
 from ragsweep.run.inputs import check_sweep_inputs
@@ -259,8 +264,9 @@ def _chunks(
     cfg = resolved.cfg
     own = getattr(backend, "own_chunks", None)
     if own is None:
-        key = chunks_key(corpus, cfg.chunking)
-        return cached_chunks(corpus, cfg.chunking, key, cache), key
+        tools = with_sentence_embedder(resolved.chunk_tools, cfg.chunking, cfg.embedding, cache)
+        key = chunks_key(corpus, cfg.chunking, tools)
+        return cached_chunks(corpus, cfg.chunking, key, cache, tools), key
     chunks = own(cfg.embedding, corpus)
     spans = [[c.id, c.doc, c.start, c.end] for c in chunks]
     return chunks, sha256_json({"corpus": corpus.content_hash(), "own_chunks": spans})
@@ -293,25 +299,41 @@ def resolved_positions(built: BuiltIndex) -> Mapping[str, int]:
     return positions
 
 
+def complete_chunking(built: BuiltIndex, embedding: EmbeddingConfig) -> bool:
+    """Whether the run's chunks are its complete chunking: a backend bringing its own
+    chunks says so (``complete_chunks``); chunks cut by ``chunking`` always are."""
+    complete = getattr(built.backend, "complete_chunks", None)
+    return True if complete is None else bool(complete(embedding))
+
+
 def evaluate_cases(
-    cases: Sequence[GoldenCase], built: BuiltIndex, resolved: ResolvedConfig, cache: StageCache
+    cases: Sequence[GoldenCase],
+    built: BuiltIndex,
+    resolved: ResolvedConfig,
+    cache: StageCache,
+    corpus: Corpus,
 ) -> tuple[tuple[CaseResult, ...], dict[str, float], Sequence[Chunk]]:
     """Retrieve for every case (within its scope when enforced) and score it; also return
     the per-stage latency percentiles (:func:`~ragsweep.index.latency.stage_latency`) with what
     an index measures of its own rankings (``run_metrics``: the ``ann`` recall against
     exact search), and the retrieved chunks (:func:`retrieved_chunks`). Rankings come
-    from the cache when these queries already ran on this index."""
-    cfg, preprocessor = resolved.cfg, resolved.preprocessor
+    from the cache when these queries already ran on this index. ``corpus``: whose access
+    metadata filters and counts, and whose ids the rankings are checked against
+    (:mod:`ragsweep.run.contracts`). With ``retrieval.parent``, the ranked chunks' parents
+    (from ``corpus``) are what is scored and returned (:mod:`ragsweep.index.small_to_big`)."""
+    cfg, preprocessor, access = resolved.cfg, resolved.preprocessor, corpus.access
     respect = cfg.retrieval.respect_scope
     texts_only = make_queries(cases, preprocessor, lambda scope: None)
     positions = resolved_positions(built) if respect else {}
-    scopes = [scope_key(c.scope, positions) if respect else None for c in cases]
+    masker = functools.cache(lambda: chunk_scope_masker(built.chunks))
+    flt = AccessFilter(access, cfg.retrieval, lambda docs: masker()(docs), len(built.chunks))
+    scopes = [flt.scope_key(scope_key(c.scope, positions) if respect else None, c) for c in cases]
 
     @functools.cache
     def queries() -> list[Query]:  # with their scope masks: only a search needs them
         if not respect:
             return texts_only
-        return make_queries(cases, preprocessor, chunk_scope_masker(built.chunks))
+        return make_queries(cases, preprocessor, masker())
 
     depth = cfg.rerank.depth(cfg.top_k)  # a reranker rescores more than the run keeps
     ranked = cached_rankings(
@@ -320,7 +342,9 @@ def evaluate_cases(
         texts_only,
         preprocessor.identity,
         depth,
-        lambda index: retrieve(queries(), index, preprocessor.identity, depth),
+        lambda index: flt.search(
+            lambda qs, at: retrieve(qs, index, preprocessor.identity, at), queries(), cases, depth
+        ),
         cache,
         built.chunks,
     )
@@ -331,9 +355,15 @@ def evaluate_cases(
     if resolved.reranker is not None:
         reranker = Reranker(cfg.rerank, resolved.reranker, cache)
         ranked = reranker.rerank(ranked, texts_only, built.texts, cfg.top_k)
+    chunks = built.chunks
+    if uses_parents(cfg.retrieval):
+        chunks, ranked = parent_rankings(ranked, built.chunks, corpus, cfg.retrieval)
     with gc_paused():
-        results = score_cases(cases, ranked, built.chunks, cfg.eval)
-    retrieved = retrieved_chunks(built.chunks, ranked)
+        # parents are not the run's chunking: traces then leave the chunk that hits unknown
+        complete = complete_chunking(built, cfg.embedding) and not uses_parents(cfg.retrieval)
+        results = score_cases(cases, ranked, chunks, cfg.eval, access, complete)
+    check_retrieved(results, cases, corpus, flt, cfg.embedding.backend)
+    retrieved = retrieved_chunks(chunks, ranked)
     return results, {**stage_latency(ranked), **index_metrics}, retrieved
 
 
@@ -368,7 +398,7 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
     with timer.stage(LOAD_SECONDS):
         corpus = open_corpus(cfg.corpus, cache, cfg.cache.trust_mtime)
         golden = load_golden(cfg.golden, corpus)
-        check_sweep_inputs(cfg.tracking.tags, golden, corpus, cfg.corpus.path)
+        check_sweep_inputs(cfg.tracking.tags, golden, corpus, cfg.corpus)
     cases = select_cases(golden, cfg.eval.split)
     if judge is not None:
         judge.check_cases(cases)  # fixed answers cover every case, before any work
@@ -377,7 +407,7 @@ def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutco
             prepare_store(cfg.tracking)  # (docs/tracking.md, "What happens when")
     built = build_index(resolved, corpus, cache, timer)
     with timer.stage(EVAL_SECONDS):
-        results, latency, retrieved = evaluate_cases(cases, built, resolved, cache)
+        results, latency, retrieved = evaluate_cases(cases, built, resolved, cache, corpus)
         summary = summarize(results, cfg.eval, cfg.top_k)
         summary = replace(summary, extra={**summary.extra, **latency})
     judged = None
@@ -537,6 +567,13 @@ def run_facts(resolved: ResolvedConfig, n_chunks: int) -> dict[str, object]:
         "preprocess": describe(cfg, STEPS),
         "chunking": describe(cfg, CHUNKING),
         "top_k": cfg.top_k,
+        **({"parent": parent_line(cfg.retrieval)} if uses_parents(cfg.retrieval) else {}),
+        **({"tokens": tokenizer.label} if (tokenizer := resolved.chunk_tools.tokenizer) else {}),
+        **(
+            {"sentences": line}
+            if (line := sentence_model_line(cfg.chunking, cfg.embedding))
+            else {}
+        ),
         **(
             {"rerank": f"{resolved.reranker.describe()}, top {cfg.rerank.candidates}"}
             if resolved.reranker

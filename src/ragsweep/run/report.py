@@ -18,7 +18,16 @@ from ragsweep.core.atomic import write_text_atomic
 from ragsweep.core.terminal import MARKDOWN_WIDTH, column_groups, markdown_table, wrap
 from ragsweep.eval import measures
 from ragsweep.eval.measures import HIT, MRR, RAN_OUT, RECALL, Measure
-from ragsweep.eval.metric_keys import N_ANSWERABLE, type_segments
+from ragsweep.eval.metric_keys import (
+    ACL_LEAKS,
+    CASES_WITH_ACL_LEAKS,
+    N_ANSWERABLE,
+    N_PERMISSION,
+    PERMISSION_HELD,
+    REVOKED_RETRIEVED,
+    SUPERSEDED_RETRIEVED,
+    type_segments,
+)
 from ragsweep.eval.scoring import Summary
 from ragsweep.eval.uncertainty import Bounds
 from ragsweep.run.chart import line_chart
@@ -28,6 +37,16 @@ TERMINAL_FAMILIES = (HIT, RECALL, MRR)
 
 SUMMARY_GAP = 2
 """Columns between two columns of the terminal summary (a blank rule and one space)."""
+
+ORIGIN_NOTE = (
+    "`hand`: cases a person wrote; `drafted`: a model's drafts a person accepted in "
+    "`ragsweep label` (docs/golden.md). A gap between them says how far the drafted cases "
+    "differ from the hand-written ones."
+)
+
+ORIGIN_COLUMN = "origin:"
+"""The terminal summary's column of an origin is ``origin:hand``, ``origin:drafted`` (a
+question type may be called ``hand``)."""
 
 FACT_LABEL = 12
 """Width of the right-aligned labels of the facts below the summary table."""
@@ -70,6 +89,9 @@ def render_report(
             "MLflow metric keys of types MLflow does not accept as a key: "
             + ", ".join(f"{t} → `by_type/{seg}/…`" for t, seg in renamed.items()),
         ]
+    if summary.by_origin:
+        lines += ["", "## By origin (mean [95% interval])", "", ORIGIN_NOTE, ""]
+        lines.append(_by_origin_table(summary, columns))
     unanswerable_types = sorted(set(summary.type_counts) - set(summary.by_type))
     if unanswerable_types:
         lines += [
@@ -77,6 +99,7 @@ def render_report(
             "Types with only unanswerable cases (counted, not scored): "
             + ", ".join(f"{t} ({summary.type_counts[t]})" for t in unanswerable_types),
         ]
+    lines += _access_section(summary)
     if summary.extra:
         lines += ["", "## Latency and scores", ""]
         lines.append(
@@ -89,18 +112,97 @@ def render_report(
 
 def _by_type_table(summary: Summary, columns: Sequence[str]) -> str:
     """Rows: metrics; columns: each type with its n, then the minimum over types."""
-    types = list(summary.by_type)
-    header = ["metric", *(f"{t} (n={summary.scored_counts[t]})" for t in types)]
-    if summary.by_type_min:
-        header.append("min over types")
-    rows = []
-    for c in columns:
-        row = [c]
-        row += [_cell(summary.by_type[t][c], summary.by_type_intervals[t][c]) for t in types]
-        if summary.by_type_min:
-            row.append(_cell(summary.by_type_min[c], summary.by_type_min_intervals[c]))
-        rows.append(row)
-    return markdown_table(header, rows)
+    weakest = (
+        {"min over types": (summary.by_type_min, summary.by_type_min_intervals)}
+        if summary.by_type_min
+        else {}
+    )
+    slices = {
+        f"{t} (n={summary.scored_counts[t]})": (means, summary.by_type_intervals[t])
+        for t, means in summary.by_type.items()
+    }
+    return _slice_table({**slices, **weakest}, columns)
+
+
+def _by_origin_table(summary: Summary, columns: Sequence[str]) -> str:
+    """Rows: metrics; columns: all answerable cases, then the cases of each origin."""
+    whole = {f"all (n={summary.counts[N_ANSWERABLE]})": (summary.overall, summary.intervals)}
+    slices = {
+        f"{o} (n={summary.origin_counts[o]})": (means, summary.by_origin_intervals[o])
+        for o, means in summary.by_origin.items()
+    }
+    return _slice_table({**whole, **slices}, columns)
+
+
+def _slice_table(
+    slices: Mapping[str, tuple[Mapping[str, float], Mapping[str, Bounds]]],
+    columns: Sequence[str],
+) -> str:
+    """Rows: metrics; columns: each slice (header → its means and intervals)."""
+    rows = [
+        [c, *(_cell(means[c], bounds[c]) for means, bounds in slices.values())] for c in columns
+    ]
+    return markdown_table(["metric", *slices], rows)
+
+
+def access_lines(summary: Summary) -> list[tuple[bool, str]]:
+    """What a run retrieved that it must not have, in words, each with whether it is a
+    failure (a leak, a revoked document); empty for a corpus without access metadata."""
+    totals = summary.access
+    if not totals:
+        return []
+    leaks, cases = int(totals[ACL_LEAKS]), int(totals[CASES_WITH_ACL_LEAKS])
+    lines = [
+        (
+            True,
+            f"LEAK: {leaks} retrieved chunk(s) in {cases} case(s) came from documents the "
+            "case's principal may not read (acl_leaks)",
+        )
+        if leaks
+        else (False, "no retrieved chunk came from a document its case's principal may not read")
+    ]
+    for name, what, failure in (
+        (REVOKED_RETRIEVED, "revoked documents", True),
+        (SUPERSEDED_RETRIEVED, "superseded documents", False),
+    ):
+        if totals[name]:
+            lines.append(
+                (failure, f"{int(totals[name])} retrieved chunk(s) came from {what} ({name})")
+            )
+    n = int(totals[N_PERMISSION])
+    if n:
+        held = round(totals[PERMISSION_HELD] * n)
+        lines.append((held < n, f"permission cases: {held} of {n} retrieved nothing restricted"))
+    return lines
+
+
+def _access_section(summary: Summary) -> list[str]:
+    """``report.md``'s access section: the sentences, then every total and per type."""
+    if not summary.access:
+        return []
+    rows = [
+        [
+            name,
+            _fmt(value),
+            summary.access_intervals[name].describe() if name in summary.access_intervals else "",
+        ]
+        for name, value in summary.access.items()
+    ]
+    types = list(summary.access_by_type)
+    per_type = [
+        [name, *(_fmt(summary.access_by_type[t].get(name, 0.0)) for t in types)]
+        for name in (ACL_LEAKS, REVOKED_RETRIEVED, SUPERSEDED_RETRIEVED)
+    ]
+    return [
+        "",
+        '## Access (docs/metrics.md, "Access measures")',
+        "",
+        *(f"- {text}" for _, text in access_lines(summary)),
+        "",
+        markdown_table(["measure", "value", "95% interval"], rows),
+        "",
+        markdown_tables(["count", *types], per_type),
+    ]
 
 
 def _ran_out_note(summary: Summary, eval_cfg: EvalConfig) -> list[str]:
@@ -217,6 +319,9 @@ def print_summary(
     _print_facts({**facts, "intervals": summary.bootstrap.describe()}, console)
     unanswerable = summary.counts["n_unanswerable"]
     _print_fact("unanswerable", f"{unanswerable} (counted, not scored)", console)
+    for failure, line in access_lines(summary):
+        style = "red" if failure else "green"
+        console.print(f"  [{style}]access[/{style}] {escape(line)}", soft_wrap=True)
     for line in _depth_warnings(summary):
         first, *rest = wrap(line, console.width, "  warning ", "  ")
         text = escape(first.removeprefix("  warning "))
@@ -226,8 +331,8 @@ def print_summary(
 
 
 def _summary_columns(summary: Summary, headline: Sequence[str]) -> dict[str, list[str]]:
-    """Column name (``all``, then each type) → its cells: the n, then one stacked cell per
-    headline metric."""
+    """Column name (``all``, each type, then each origin when there are two) → its cells:
+    the n, then one stacked cell per headline metric."""
     columns = {
         "all": [str(summary.counts[N_ANSWERABLE])]
         + [_stacked(summary.overall[c], summary.intervals[c]) for c in headline]
@@ -235,6 +340,11 @@ def _summary_columns(summary: Summary, headline: Sequence[str]) -> dict[str, lis
     for type_name, means in summary.by_type.items():
         bounds = summary.by_type_intervals[type_name]
         columns[type_name] = [str(summary.scored_counts.get(type_name, 0))] + [
+            _stacked(means[c], bounds[c]) for c in headline
+        ]
+    for origin, means in summary.by_origin.items():
+        bounds = summary.by_origin_intervals[origin]
+        columns[f"{ORIGIN_COLUMN}{origin}"] = [str(summary.origin_counts[origin])] + [
             _stacked(means[c], bounds[c]) for c in headline
         ]
     return columns
@@ -299,12 +409,14 @@ def job_line(
 ) -> str:
     """What one job of a sweep or grid prints instead of the summary (``verbose=true``
     prints the summary): ``job 3  chunking.size=800  recall_at_5 = 0.7152 [0.650, 0.780]
-    outputs/multirun/2026-05-04/10-00-00/3``; ``overrides``: the job's result-affecting
-    overrides."""
+    outputs/multirun/2026-05-04/10-00-00/3``, with ``acl_leaks N`` after the figure on a
+    corpus with access metadata; ``overrides``: the job's result-affecting overrides."""
     interval = summary.intervals.get(objective)
     figure = f"{objective} = {summary.overall[objective]:.4f}"
     if interval is not None:
         figure += f" {interval.describe(3)}"
+    if summary.access:
+        figure += f"  {ACL_LEAKS} {summary.access[ACL_LEAKS]:g}"
     return f"job {job}  {' '.join(overrides) or 'defaults'}  {figure}  {_shown_path(run_dir)}"
 
 

@@ -8,8 +8,9 @@ blamed on the file and line it is in, or on the command line.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
+from ragsweep.config.schema import SWEEPABLE_KEYS, CorpusConfig
 from ragsweep.core.registry import did_you_mean
 from ragsweep.sweep.compose import Composed, Composer
 from ragsweep.sweep.factors import (
@@ -123,6 +124,21 @@ def _axis_start(composer: Composer, found: Preflight, number: int, axis: Axis) -
     return baseline
 
 
+def _missing_key(key: str, start: Composed) -> str:
+    """Why ``key`` is not in the config: a parser key missing from an older project's corpus
+    file is named with the line to add."""
+    if key not in SWEEPABLE_KEYS:
+        return f"{key} is not a config key"
+    assert start.choices is not None
+    name = key.split(".", 1)[1]
+    default = next(f.default for f in fields(CorpusConfig) if f.name == name)
+    corpus = start.choices.get("corpus", "<name>")
+    return (
+        f"the corpus config has no {name} (a project made before parsers could be swept): "
+        f"add `{name}: {default}` to conf/corpus/{corpus}.yaml"
+    )
+
+
 def _key_problems(
     composer: Composer, start: Composed, number: int, axis: Axis
 ) -> list[SweepProblem]:
@@ -134,7 +150,7 @@ def _key_problems(
         where = located(spec.path, ["axes", number - 1, key])
         if key not in start.choices:
             if not start.has_key(key):
-                message = f"axis {number} ({key}): {key} is not a config key"
+                message = f"axis {number} ({key}): {_missing_key(key, start)}"
                 problems.append(SweepProblem(where, message, number))
             continue
         options = composer.group_options(key)

@@ -22,12 +22,12 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from ragsweep.core import tags as tag
-from ragsweep.core.errors import RagsweepError
+from ragsweep.core.errors import OutputError, RagsweepError
 from ragsweep.core.interrupts import uninterrupted
 from ragsweep.core.names import FAILED, FINISHED, KILLED, NOT_REPRODUCED
 from ragsweep.core.terminal import say
-from ragsweep.data.corpus import load_corpus
-from ragsweep.data.golden import load_golden
+from ragsweep.data.corpus import Corpus, corpus_files_digest, load_corpus
+from ragsweep.data.golden import GoldenSet, load_golden
 from ragsweep.run.config import RunConfig
 from ragsweep.run.notes import config_summary
 from ragsweep.sweep.checks import (
@@ -59,7 +59,13 @@ from ragsweep.sweep.result import (
     Trial,
 )
 from ragsweep.sweep.runs import SweepRuns, sweep_digest
-from ragsweep.sweep.select import AxisDecision, Candidate, NoObjectiveError, decide
+from ragsweep.sweep.select import (
+    AxisDecision,
+    Candidate,
+    LeakingAxisError,
+    NoObjectiveError,
+    decide,
+)
 from ragsweep.sweep.spec import Axis, Point, SweepSpec
 from ragsweep.sweep.state import Current, Evaluation, SweepState
 from ragsweep.tracking.background import drain_active, logging_jobs
@@ -95,17 +101,24 @@ class SweepRun:
         self.state = SweepState()
         self.runs: SweepRuns | None = None
         self.jobs: JobLauncher | None = None
+        self.access = False
+        """Whether the corpus has access metadata: then a value's leaks must be known for
+        it to be adopted."""
 
     def run(self) -> SweepResult:
-        """Check the axes, open the parent run, sweep every axis and conclude."""
-        self.sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, self.sweep_dir / MULTIRUN_FILE)
+        """Check the axes, read the golden set and the corpus, make the sweep folder, then
+        prepare the store and open the parent run (in that order: broken inputs are refused
+        before a store is created or migrated and leave no sweep folder; a sweep folder that
+        cannot be written leaves no parent RUNNING), sweep every axis and conclude."""
         checked = preflight(self.composer)
         checked.raise_problems()
         baseline, multi_factor = checked.baseline, checked.multi_factor
         for number, found in multi_factor.items():
             say(self.console, factors_note(self.spec, number, self.spec.axes[number - 1], found))
-        self.runs = self._open_runs(baseline, multi_factor)
+        inputs = self._read_inputs(baseline)
+        self.access = bool(inputs[1].access)
+        self._save_sweep_config()  # before the parent exists: a failure leaves none RUNNING
+        self.runs = self._open_runs(baseline, multi_factor, inputs)
         self.jobs = JobLauncher(
             self.launcher,
             self.spec,
@@ -124,12 +137,19 @@ class SweepRun:
     def _sweep(self, current: Current) -> SweepResult:
         """Every axis in turn from ``current``, then the conclusion (also when stopped)."""
         try:
-            for number, axis in enumerate(self.spec.axes, start=1):
-                missing = missing_keys(axis, current.composed)
-                if missing:
-                    self._skip_axis(number, axis, missing)
-                    continue
-                current = self._sweep_axis(number, axis, current)
+            for pass_number in range(1, self.spec.passes + 1):
+                self.state.pass_number = pass_number
+                start = current.composed.config_hash
+                current = self._pass(current)
+                if current.composed.config_hash == start:
+                    self.state.stopped = f"pass {pass_number} changed nothing"
+                    break
+            else:
+                self.state.stopped = (
+                    f"one pass (strategy {self.spec.strategy})"
+                    if self.spec.passes == 1
+                    else f"max_passes ({self.spec.passes}) reached"
+                )
             final = self._final(current)
             if self.state.failed:
                 raise JobsFailedError(failed_message(self.state.failed, self.runs))
@@ -143,21 +163,61 @@ class SweepRun:
             raise
         return self._conclude(final, FINISHED)
 
-    def _open_runs(
-        self, baseline: Composed, multi_factor: Mapping[int, Factors]
-    ) -> SweepRuns | None:
-        """Open (or resume) the parent run; tag it with the axes that vary several factors."""
-        assert baseline.resolved is not None and baseline.config_hash is not None
+    def _pass(self, current: Current) -> Current:
+        """One pass over every axis from ``current``; return the configuration it ends on."""
+        if self.spec.passes > 1:
+            say(
+                self.console,
+                f"pass {self.state.pass_number}/{self.spec.passes} ({self.spec.strategy})",
+            )
+        for number, axis in enumerate(self.spec.axes, start=1):
+            missing = missing_keys(axis, current.composed)
+            if missing:
+                self._skip_axis(number, axis, missing)
+                continue
+            current = self._sweep_axis(number, axis, current)
+        return current
+
+    def _read_inputs(self, baseline: Composed) -> tuple[RunConfig, Corpus, GoldenSet]:
+        """The baseline's config, corpus and golden set (a problem ends the sweep before any
+        job, tracked or not, and before the sweep folder is made)."""
+        assert baseline.resolved is not None
         run_cfg = RunConfig.from_container(baseline.resolved)
+        corpus = load_corpus(run_cfg.corpus)
+        return run_cfg, corpus, load_golden(run_cfg.golden, corpus)
+
+    def _save_sweep_config(self) -> None:
+        """Make the sweep folder and save the sweeper's config there (:data:`MULTIRUN_FILE`)."""
+        try:
+            self.sweep_dir.mkdir(parents=True, exist_ok=True)
+            OmegaConf.save(self.config, self.sweep_dir / MULTIRUN_FILE)
+        except OSError as exc:
+            raise OutputError(
+                f"sweep folder {self.sweep_dir}: cannot write {MULTIRUN_FILE} ({exc}); check "
+                "that the folder is writable (or point hydra.sweep.dir elsewhere). Nothing was "
+                "run or logged"
+            ) from exc
+
+    def _open_runs(
+        self,
+        baseline: Composed,
+        multi_factor: Mapping[int, Factors],
+        inputs: tuple[RunConfig, Corpus, GoldenSet],
+    ) -> SweepRuns | None:
+        """Open (or resume) the parent run for the baseline's ``inputs`` (its config, corpus
+        and golden set), tagged with the axes that vary several factors."""
+        assert baseline.config_hash is not None
+        run_cfg, corpus, golden = inputs
         if not run_cfg.tracking.enabled:
             say(self.console, "tracking disabled: no parent run, nothing to resume")
             return None
-        corpus = load_corpus(run_cfg.corpus)
-        golden = load_golden(run_cfg.golden, corpus)
         corpus_hash = corpus.content_hash()
         digest = sweep_digest(self.spec, baseline.config_hash, corpus_hash, golden.digest)
         runs = SweepRuns.open(run_cfg.tracking, self.spec, digest, self.resume)
         runs.inputs = {tag.SWEEP_GOLDEN: golden.digest, tag.SWEEP_CORPUS: corpus_hash}
+        if self.spec.varies_parsers:  # each parser gives other text: digest the files instead
+            del runs.inputs[tag.SWEEP_CORPUS]
+            runs.inputs[tag.SWEEP_CORPUS_FILES] = corpus_files_digest(run_cfg.corpus)
         if multi_factor:
             runs.tag_parent(tag.SWEEP_MULTI_FACTOR, factors_tag(self.spec, multi_factor))
         if not runs.resumed:
@@ -165,7 +225,7 @@ class SweepRun:
             return runs
         for config_hash_, child in runs.logged_children(self.spec.objective).items():
             self.state.evaluated[config_hash_] = Evaluation(
-                child.objective, child.run_id, child.n, "resumed"
+                child.objective, child.run_id, child.n, "resumed", acl_leaks=child.acl_leaks
             )
         say(
             self.console,
@@ -179,9 +239,11 @@ class SweepRun:
 
     def _skip_axis(self, number: int, axis: Axis, missing: Sequence[str]) -> None:
         """An axis over keys that only another choice brings in (``embedding.options.alpha``
-        when a hybrid was not chosen) is skipped, with a note (and in the result)."""
+        when a hybrid was not chosen) is skipped, with a note (and in the result, once
+        however many passes skip it)."""
         skipped = SkippedAxis(number, axis, tuple(missing))
-        self.state.skipped.append(skipped)
+        if all(s.number != number for s in self.state.skipped):
+            self.state.skipped.append(skipped)
         say(
             self.console,
             f"axis {number}/{len(self.spec.axes)} {axis.label}: skipped: {skipped.reason}",
@@ -292,16 +354,28 @@ class SweepRun:
     ) -> AxisResult:
         """Choose the axis' value and compare every other value with it, case by case."""
         candidates = [self._candidate(t) for t in trials]
+        trials = [replace(t, leaks=c.leaks) for t, c in zip(trials, candidates, strict=True)]
         incumbent_at = next((i for i, t in enumerate(trials) if t.incumbent), None)
         try:
             decision = decide(candidates, incumbent_at, self.spec.settings, len(axis.points()))
-        except NoObjectiveError:
+        except NoObjectiveError as exc:
             self.state.axes.append(
-                AxisResult(axis, tuple(trials), None, other_factors=factors, number=number)
+                AxisResult(
+                    axis,
+                    tuple(trials),
+                    None,
+                    other_factors=factors,
+                    number=number,
+                    pass_number=self.state.pass_number,
+                )
             )
-            raise NoObjectiveError(
-                f"axis {number} ({axis.label}): every value failed or was invalid"
-            ) from None
+            self._report_leaks(trials)
+            why = (
+                str(exc)
+                if isinstance(exc, LeakingAxisError)
+                else "every value failed or was invalid"
+            )
+            raise NoObjectiveError(f"axis {number} ({axis.label}): {why}") from None
         return AxisResult(
             axis,
             tuple(
@@ -314,12 +388,18 @@ class SweepRun:
             decision.distinguishable,
             factors,
             number,
+            self.state.pass_number,
         )
 
     def _candidate(self, trial: Trial) -> Candidate:
         if trial.objective is None or trial.config_hash is None:
             return Candidate(None, trial.config_hash, None)
-        return Candidate(trial.objective, trial.config_hash, self._case_values(trial.config_hash))
+        cases = self._case_values(trial.config_hash)
+        leaks = None
+        if self.access:  # from its cases, else from its summary's logged metric
+            logged = self.state.evaluated[trial.config_hash].acl_leaks
+            leaks = cases.leaks if isinstance(cases, CaseValues) else logged
+        return Candidate(trial.objective, trial.config_hash, cases, leaks, self.access)
 
     def _case_values(self, config_hash: str) -> CaseValues | Unpaired:
         """The per-case objective of an evaluated configuration (read once per sweep)."""
@@ -353,6 +433,7 @@ class SweepRun:
         ]
         if skipped:
             say(self.console, f"not launched: {', '.join(skipped)}", "  ")
+        self._report_leaks(trials)
         for t in trials:
             if t.status == "invalid":
                 say(self.console, f"invalid {t.point.label}: {t.error or ''}", "  ", style="yellow")
@@ -364,6 +445,20 @@ class SweepRun:
         runner_up = runner_up_text(result, self.spec.alpha)
         if runner_up:
             say(self.console, runner_up, "    ")
+
+    def _report_leaks(self, trials: Sequence[Trial]) -> None:
+        """The values never adopted because they leaked, or their leaks are unknown."""
+        leaked = [f"{t.point.label} (acl_leaks={t.leaks:g})" for t in trials if t.leaks]
+        if self.access:
+            unknown = [t for t in trials if t.objective is not None and t.leaks is None]
+            leaked += [f"{t.point.label} (acl_leaks unknown)" for t in unknown]
+        if leaked:
+            say(
+                self.console,
+                f"never adopted, leaked restricted documents: {', '.join(leaked)}",
+                "  ",
+                style="red",
+            )
 
     # -- the end ------------------------------------------------------------------------------
 
@@ -391,6 +486,9 @@ class SweepRun:
             parent_run_id=self.runs.parent_id if self.runs else None,
             sweep_dir=self.sweep_dir,
             skipped=tuple(self.state.skipped),
+            passes=self.state.pass_number,
+            stopped=self.state.stopped,
+            evaluated=self._evaluated(),
         )
         files = [
             result.write_yaml(self.sweep_dir / RESULT_FILE),
@@ -402,6 +500,13 @@ class SweepRun:
             self.runs.finish(result, files, status)
         print_table(result, self.console)
         return result
+
+    def _evaluated(self) -> tuple[dict[str, object], ...]:
+        """Every configuration the sweep has an objective for, in evaluation order."""
+        return tuple(
+            {"config_hash": config_hash, "objective": known.objective, "run_id": known.run_id}
+            for config_hash, known in self.state.evaluated.items()
+        )
 
 
 class JobsFailedError(RagsweepError):
@@ -423,8 +528,8 @@ def _with_decision(trial: Trial, candidate: Candidate, decision: AxisDecision, i
     """``trial`` with its comparison to the chosen value, and ``n`` from its cases when the
     store did not give it."""
     n = trial.n
-    if n is None and isinstance(candidate.cases, CaseValues):
-        n = len(candidate.cases.by_case)
+    if isinstance(candidate.cases, CaseValues):
+        n = len(candidate.cases.by_case) if n is None else n
     return replace(trial, paired=decision.paired[index], n=n)
 
 

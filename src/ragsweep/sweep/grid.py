@@ -9,6 +9,10 @@ folder.
 Each figure is the job's own: the objective and interval are recomputed from the job's
 ``cases.jsonl`` and ``config.yaml`` with the run's bootstrap settings, so they equal the
 job's ``report.md`` (:func:`run_objective`).
+
+On a corpus with access metadata a job that retrieved chunks its cases' principals may not
+read (``acl_leaks`` > 0, from its ``cases.jsonl``) is ranked after every clean one, noted
+``leak``, and never marked best nor given a reproduce line, as a sweep never adopts one.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from ragsweep.core.errors import ConfigError
 from ragsweep.core.names import CASES_FILE, NOT_REPRODUCED
 from ragsweep.core.terminal import command_lines, markdown_table, wrap
 from ragsweep.eval import measures
-from ragsweep.eval.metric_keys import N_ANSWERABLE
+from ragsweep.eval.metric_keys import ACL_LEAKS, N_ANSWERABLE
 from ragsweep.eval.scoring import cases_from_jsonl, summarize
 from ragsweep.run.config import RunConfig
 from ragsweep.sweep.paired import INTERVAL_LEVEL
@@ -36,16 +40,21 @@ from ragsweep.sweep.report import CHOSEN, REPRODUCE, SUMMARY_FILE
 RUN_CONFIG_FILE = "config.yaml"
 """The resolved config a run wrote into its folder."""
 GRID_COLUMNS = ("job", "configuration", "mean", f"{INTERVAL_LEVEL:.0%} interval", "n")
+NOTE_COLUMN = "note"
+"""Added to the table only when a job leaked."""
+LEAK_NOTE = "leak"
 
 
 @dataclass(frozen=True)
 class RunObjective:
-    """A run's objective: its mean over the answerable cases, its interval and ``n``."""
+    """A run's objective: its mean over the answerable cases, its interval and ``n``;
+    ``acl_leaks`` its total leaks (None without access metadata or when not known)."""
 
     mean: float
     low: float
     high: float
     n: int
+    acl_leaks: float | None = None
 
     def interval_text(self) -> str:
         return f"[{self.low:.3f}, {self.high:.3f}]"
@@ -67,7 +76,8 @@ def run_objective(run_dir: Path, objective: str) -> RunObjective | None:
         return None
     bounds = summary.intervals[objective]
     n = summary.counts[N_ANSWERABLE]
-    return RunObjective(summary.overall[objective], bounds.low, bounds.high, n)
+    leaks = summary.access.get(ACL_LEAKS) if summary.access else None
+    return RunObjective(summary.overall[objective], bounds.low, bounds.high, n, leaks)
 
 
 @dataclass(frozen=True)
@@ -82,13 +92,29 @@ class GridRow:
     figures: RunObjective | None
     run_dir: Path | None
 
+    @property
+    def leaked(self) -> bool:
+        """Whether its cases retrieved chunks their principals may not read."""
+        leaks = self.figures.acl_leaks if self.figures is not None else None
+        return bool(leaks)
+
 
 @dataclass(frozen=True)
 class GridResult:
-    """A finished grid: its rows best first, and its folder."""
+    """A finished grid: its rows best first (leaking rows last), and its folder."""
 
     rows: tuple[GridRow, ...]
     sweep_dir: Path
+
+    @property
+    def best(self) -> GridRow | None:
+        """The first row that did not leak (None: every row leaked)."""
+        return next((row for row in self.rows if not row.leaked), None)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        leaked = any(row.leaked for row in self.rows)
+        return (*GRID_COLUMNS, NOTE_COLUMN) if leaked else GRID_COLUMNS
 
     @property
     def objectives(self) -> list[str]:
@@ -106,10 +132,11 @@ class GridResult:
 
 
 def grid_rows(returns: Sequence[Any], default_objective: str) -> list[GridRow]:
-    """The rows of the grid's job returns (Hydra ``JobReturn``s), best first."""
+    """The rows of the grid's job returns (Hydra ``JobReturn``s), best first, the rows that
+    leaked after every clean one."""
     rows = [_row(index, ret, default_objective) for index, ret in enumerate(returns)]
     maximize = _direction(rows[0].objective if rows else default_objective) == "maximize"
-    return sorted(rows, key=lambda r: (-r.value if maximize else r.value, r.job))
+    return sorted(rows, key=lambda r: (r.leaked, -r.value if maximize else r.value, r.job))
 
 
 def _row(index: int, ret: Any, default_objective: str) -> GridRow:
@@ -139,21 +166,21 @@ def _label(row: GridRow, varied: Sequence[str]) -> str:
 
 
 def grid_table_rows(result: GridResult) -> list[list[str]]:
-    """``[job, configuration, mean, interval, n]`` per row, the best marked ``✓``."""
-    varied = result.varied
+    """``[job, configuration, mean, interval, n]`` per row, the best clean one marked ``✓``,
+    and ``note`` (``leak``) when a row leaked."""
+    varied, best, noted = result.varied, result.best, NOTE_COLUMN in result.columns
     cells = []
-    for index, row in enumerate(result.rows):
-        mark = CHOSEN if index == 0 else " "
+    for row in result.rows:
+        mark = CHOSEN if row is best else " "
         figures = row.figures
-        cells.append(
-            [
-                f"{mark} {row.job}",
-                _label(row, varied),
-                f"{row.value:.4f}",
-                figures.interval_text() if figures else "n/a",
-                str(figures.n) if figures else "",
-            ]
-        )
+        line = [
+            f"{mark} {row.job}",
+            _label(row, varied),
+            f"{row.value:.4f}",
+            figures.interval_text() if figures else "n/a",
+            str(figures.n) if figures else "",
+        ]
+        cells.append([*line, LEAK_NOTE if row.leaked else ""] if noted else line)
     return cells
 
 
@@ -171,15 +198,28 @@ def _title(result: GridResult) -> list[str]:
 
 
 def _footer(result: GridResult) -> list[str]:
-    best = result.rows[0]
-    fixed = [line for line in best.overrides if line.partition("=")[0] not in result.varied]
+    best = result.best
+    first = best or result.rows[0]
+    fixed = [line for line in first.overrides if line.partition("=")[0] not in result.varied]
     lines = [f"every job also ran with: {' '.join(fixed)}"] if fixed else []
-    lines += [
-        f"best: job {best.job}, {best.objective} = {best.value:.4f}; no paired test between "
-        "the rows (a sweep file decides with one: docs/sweeps.md)",
-        REPRODUCE + " ".join(best.overrides),
-        f"results in {result.sweep_dir / SUMMARY_FILE} (each job's in {result.sweep_dir}/<job>)",
-    ]
+    if any(row.leaked for row in result.rows):
+        lines.append(
+            "leak: retrieved chunks its cases' principals may not read (acl_leaks > 0); "
+            "never marked best (docs/sweeps.md)"
+        )
+    if best is None:
+        lines.append(
+            "no best: every job leaked restricted documents; use retrieval.acl=pre or post"
+        )
+    else:
+        lines += [
+            f"best: job {best.job}, {best.objective} = {best.value:.4f}; no paired test "
+            "between the rows (a sweep file decides with one: docs/sweeps.md)",
+            REPRODUCE + " ".join(best.overrides),
+        ]
+    lines.append(
+        f"results in {result.sweep_dir / SUMMARY_FILE} (each job's in {result.sweep_dir}/<job>)"
+    )
     return lines
 
 
@@ -190,7 +230,7 @@ def print_grid_table(result: GridResult, console: Console) -> None:
         for text in wrap(line, console.width, "", "  "):
             console.print(text, markup=False, soft_wrap=True)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), pad_edge=False, show_edge=False)
-    for name in GRID_COLUMNS:
+    for name in result.columns:
         if name == "configuration":
             table.add_column(name, overflow="fold")
         else:
@@ -215,7 +255,7 @@ def grid_markdown(result: GridResult) -> str:
         "",
         *_title(result),
         "",
-        markdown_table(GRID_COLUMNS, cells),
+        markdown_table(result.columns, cells),
         "",
         *(f"- {line}" for line in _footer(result)),
     ]

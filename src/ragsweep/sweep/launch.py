@@ -123,6 +123,7 @@ class JobLauncher:
                 child.n if child else None,
                 "new",
                 _job_dir(ret),
+                child.acl_leaks if child else None,
             )
 
     def _record_failure(

@@ -49,7 +49,8 @@ def _axis_line(number: int, axis_result: AxisResult, index: int) -> str:
     verdict = "**chosen**" if index == axis_result.chosen else f"not chosen (chosen: `{chosen}`)"
     start = ", the value to beat" if trial.incumbent else ""
     return (
-        f"- axis {number} `{axis_result.axis.label}` = `{trial.point.label}`{start}: "
+        f"- axis {number}{axis_result.again} `{axis_result.axis.label}` = "
+        f"`{trial.point.label}`{start}: "
         f"{verdict}; objective {_objective(trial)}{_versus_chosen(trial)}"
     )
 
@@ -90,7 +91,10 @@ def was_chosen(axes: Sequence[AxisResult], run_id: str) -> bool | None:
 
 def _decision_row(number: int, axis_result: AxisResult) -> list[str]:
     best = axis_result.best
-    row = [f"{number}. {axis_result.axis.label}", axis_result.label(axis_result.chosen) or "-"]
+    row = [
+        f"{number}. {axis_result.axis.label}{axis_result.again}",
+        axis_result.label(axis_result.chosen) or "-",
+    ]
     row.append("-" if best is None else _objective(best))
     if axis_result.runner_up is None:
         return [*row, "-", "-", "-", "-", "-"]

@@ -19,11 +19,14 @@ comparison is :class:`Unpaired`, with the reason.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ragsweep.core.names import CASES_FILE
+from ragsweep.eval import measures
+from ragsweep.eval.attribution import CaseSide, counts, explain, hit_measure
+from ragsweep.eval.metric_keys import ACL_LEAKS
 from ragsweep.eval.scoring import CaseResult, cases_from_jsonl
 from ragsweep.eval.stats import PairedTest, paired_randomization_test
 from ragsweep.tracking.artifacts import artifact_text
@@ -35,21 +38,47 @@ interval has the sweep's ``1 − alpha``."""
 
 @dataclass(frozen=True)
 class CaseValues:
-    """One configuration's objective per answerable case: case id → value, in file order."""
+    """One configuration's objective per answerable case: case id → value, in file order;
+    ``sides``: per case, whether it hits on the objective's hit measure
+    (:func:`~ragsweep.eval.attribution.hit_measure`) and its evidence spans
+    (:class:`~ragsweep.eval.attribution.CaseSide`), empty when the objective has no hit
+    measure (``mrr``); ``leaks``: its ``acl_leaks`` summed over every case
+    (docs/metrics.md, "Access measures"; 0 for a corpus without access metadata)."""
 
     by_case: Mapping[str, float]
+    sides: Mapping[str, tuple[bool, CaseSide]] = field(default_factory=dict)
+    leaks: float = 0.0
 
     @classmethod
     def from_cases(cls, cases: Iterable[CaseResult], objective: str, source: str) -> CaseValues:
         """The ``objective`` of every scored case; ``source`` names the file in errors."""
         values: dict[str, float] = {}
+        sides: dict[str, tuple[bool, CaseSide]] = {}
+        hit = hit_measure(measures.parse(objective))
+        leaks = 0.0
         for case in cases:
+            leaks += (case.access or {}).get(ACL_LEAKS, 0.0)
             if case.metrics is None:
                 continue  # unanswerable: never scored
             if objective not in case.metrics:
                 raise ValueError(f"{source} has no per-case {objective} (case {case.id})")
             values[case.id] = float(case.metrics[objective])
-        return cls(values)
+            if hit is not None and hit.name in case.metrics:
+                side = CaseSide.of(case.spans, case.metrics, hit)
+                sides[case.id] = (case.metrics[hit.name] > 0, side)
+        return cls(values, sides, leaks)
+
+    def lost_by_stage(self, chosen: CaseValues) -> dict[str, int] | None:
+        """The cases this configuration misses and ``chosen`` hits, counted by the stage
+        that lost their evidence (:func:`~ragsweep.eval.attribution.explain`); None
+        without hit measures."""
+        if not self.sides or not chosen.sides:
+            return None
+        return counts(
+            explain(side, chosen.sides[case][1])
+            for case, (hit, side) in self.sides.items()
+            if not hit and case in chosen.sides and chosen.sides[case][0]
+        )
 
 
 @dataclass(frozen=True)
@@ -76,6 +105,9 @@ class PairedDifference:
     delta: float
     test: PairedTest
     p_adjusted: float | None = None
+    lost_by_stage: dict[str, int] | None = None
+    """The cases whose hit this configuration lost against the other, by the pipeline stage
+    that lost their evidence (None: no span traces or hit measure)."""
 
     @property
     def p_value(self) -> float:
@@ -106,6 +138,7 @@ class PairedDifference:
             "p_adjusted": self.p_adjusted,
             "exact": self.test.exact,
             "sign_assignments": self.test.resamples,
+            "lost_by_stage": self.lost_by_stage,
         }
 
 
@@ -126,7 +159,8 @@ def paired_difference(
         return Unpaired("no answerable case was scored")
     differences = [v - reference.by_case[case] for case, v in candidate.by_case.items()]
     test = paired_randomization_test(differences, resamples, seed, level)
-    return PairedDifference(len(differences), test.mean_difference, test)
+    lost = candidate.lost_by_stage(reference)
+    return PairedDifference(len(differences), test.mean_difference, test, lost_by_stage=lost)
 
 
 def read_case_values(

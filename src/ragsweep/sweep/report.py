@@ -21,13 +21,22 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from ragsweep.core.terminal import command_lines, markdown_table, wrap
+from ragsweep.eval import measures
+from ragsweep.eval.attribution import describe_counts, hit_measure
 from ragsweep.eval.power import min_discordant
 from ragsweep.sweep.factors import MAX_LISTED, describe
+from ragsweep.sweep.family import NO_ADJUSTMENT
 from ragsweep.sweep.paired import PairedDifference, Unpaired
 from ragsweep.sweep.result import RESULT_FILE, AxisResult, SweepResult, Trial
 
 INTERVAL = "interval"
-COLUMNS = ("value", "mean", "Δ", INTERVAL, "+/−", "p", "p adj", "note")
+RAW_P = "p"
+COLUMNS = ("value", "mean", "Δ", INTERVAL, "+/−", RAW_P, "p adj", "note")
+"""The columns of ``sweep_summary.md``."""
+TERMINAL_COLUMNS = ("value", "mean", "Δ", INTERVAL, "+/−", "p adj", "note")
+"""The terminal's one-screen table shows one p-value, the one decisions use (the adjusted
+one; the raw one is in ``sweep_summary.md`` and ``sweep_result.yaml``): with both, the
+note column had four characters left at 80 columns."""
 RIGHT = ("mean", "Δ", "+/−", "p", "p adj")
 FIGURES = ("mean", "Δ", INTERVAL, "+/−", "p", "p adj")
 """Columns of figures: never wrapped or shortened."""
@@ -66,7 +75,7 @@ def _paired_cells(trial: Trial, alpha: float) -> list[str]:
             interval_text(paired),
             f"+{test.gained}/−{test.lost}",
             p_text(paired.p_value) + few,
-            adjusted,
+            adjusted + (few if adjusted else ""),
         ]
     if isinstance(paired, Unpaired):
         return ["n/a"] * 5
@@ -74,9 +83,11 @@ def _paired_cells(trial: Trial, alpha: float) -> list[str]:
 
 
 def _note(trial: Trial) -> str:
-    """The status, and ``start`` for the configuration the axis started from (errors are
-    listed below the table)."""
-    return f"{trial.status}, start" if trial.incumbent else trial.status
+    """The status, ``start`` for the configuration the axis started from, and ``leak`` for
+    one that retrieved what its principals may not read (errors are listed below the
+    table)."""
+    note = f"{trial.status}, start" if trial.incumbent else trial.status
+    return f"{note}, leak" if trial.leaks else note
 
 
 def _value(axis_result: AxisResult, index: int) -> str:
@@ -91,14 +102,16 @@ def _value(axis_result: AxisResult, index: int) -> str:
 def table_rows(result: SweepResult) -> list[list[list[str]]]:
     """Per axis, a header row (the axis) then the rows ``[value, mean, Δ, interval, +/−, p,
     p adj, note]`` in trial order."""
-    sections: list[tuple[int, list[list[str]]]] = [
-        (s.number, [[f"{s.number}. {s.axis.label}", *[""] * (len(COLUMNS) - 2), "skipped"]])
+    sections: list[tuple[tuple[int, int], list[list[str]]]] = [
+        ((1, s.number), [[f"{s.number}. {s.axis.label}", *[""] * (len(COLUMNS) - 2), "skipped"]])
         for s in result.skipped
     ]
-    for axis_result in result.axes:
+    for order, axis_result in enumerate(result.axes, start=1):
         number = axis_result.number
         multi = " (multi-factor)" if axis_result.other_factors else ""
-        rows = [[f"{number}. {axis_result.axis.label}{multi}", *[""] * (len(COLUMNS) - 1)]]
+        again = axis_result.again
+        label = f"{number}. {axis_result.axis.label}{multi}{again}"
+        rows = [[label, *[""] * (len(COLUMNS) - 1)]]
         for index, trial in enumerate(axis_result.trials):
             objective = "-" if trial.objective is None else f"{trial.objective:.4f}"
             rows.append(
@@ -109,7 +122,7 @@ def table_rows(result: SweepResult) -> list[list[list[str]]]:
                     _note(trial),
                 ]
             )
-        sections.append((number, rows))
+        sections.append(((axis_result.pass_number, number if again == "" else order), rows))
     return [rows for _, rows in sorted(sections, key=lambda section: section[0])]
 
 
@@ -152,6 +165,7 @@ def _footer(result: SweepResult) -> list[str]:
         + _few_lines(result)
         + _error_lines(result)
         + _unpaired_lines(result)
+        + _attribution_lines(result)
     )
     lines += [f"axis {s.number} ({s.axis.label}) skipped: {s.reason}" for s in result.skipped]
     for axis_result in result.axes:
@@ -160,6 +174,11 @@ def _footer(result: SweepResult) -> list[str]:
                 f"axis {axis_result.number} ({axis_result.axis.label}) also changes (allowed):"
             )
             lines += [f"  {line}" for line in describe(axis_result.other_factors, MAX_LISTED)]
+    if result.spec.passes > 1:
+        lines.append(
+            f"strategy {result.spec.strategy}: {result.passes} pass(es) over the axes, "
+            f"{result.stopped}"
+        )
     if result.final is not None:
         lines.append(f"final {result.spec.objective} = {result.final.objective:.4f}")
         lines.append(REPRODUCE + " ".join(result.final.overrides))
@@ -204,6 +223,26 @@ def _few_lines(result: SweepResult) -> list[str]:
     ]
 
 
+def _attribution_lines(result: SweepResult) -> list[str]:
+    """Per axis, the cases each value lost against the chosen one on the objective's hit
+    measure, by the stage that lost their evidence (:mod:`ragsweep.eval.attribution`)."""
+    hit = hit_measure(measures.parse(result.spec.objective))
+    lines = []
+    for axis_result in result.axes:
+        parts = [
+            f"{t.point.label}: {describe_counts(t.paired.lost_by_stage)}"
+            for t in axis_result.trials
+            if isinstance(t.paired, PairedDifference) and t.paired.lost_by_stage
+        ]
+        if parts and hit is not None and axis_result.best is not None:
+            lines.append(
+                f"axis {axis_result.number} ({axis_result.axis.label}){axis_result.again}: "
+                f"{hit.name} lost against "
+                f"{axis_result.best.point.label}, by stage: {'; '.join(parts)}"
+            )
+    return lines
+
+
 def _error_lines(result: SweepResult) -> list[str]:
     return [
         f"{t.status} {a.axis.label}={t.point.label}: {_first_line(t.error)}"
@@ -224,6 +263,38 @@ def _unpaired_lines(result: SweepResult) -> list[str]:
     return [f"n/a: no paired comparison for {len(unpaired)} value(s), e.g. {unpaired[0].reason}"]
 
 
+def _terminal_rows(result: SweepResult) -> list[list[list[str]]]:
+    """:func:`table_rows` with one p-value column (:data:`TERMINAL_COLUMNS`): the adjusted
+    p, or the raw one where the sweep adjusts nothing; the note's words one a line, so the
+    note column is as narrow as its longest word (a wrapped or cut ``reused, start`` read
+    ``reus``/``star`` at 80 columns)."""
+    raw, adjusted = COLUMNS.index(RAW_P), COLUMNS.index("p adj")
+    return [
+        [
+            [*row[:raw], row[adjusted] or row[raw], *row[adjusted + 1 : -1], _stacked(row[-1])]
+            for row in rows
+        ]
+        for rows in table_rows(result)
+    ]
+
+
+def _stacked(note: str) -> str:
+    return note.replace(", ", "\n")
+
+
+def _widest(sections: list[list[list[str]]], index: int, name: str) -> int:
+    """The widest line of a column's cells, axis rows left out (:func:`print_table`)."""
+    cells = [row[index] for rows in sections for row in rows[1:]]
+    return max([len(name), *(len(line) for cell in cells for line in cell.split("\n"))])
+
+
+def _terminal_columns(result: SweepResult) -> tuple[str, ...]:
+    """:data:`TERMINAL_COLUMNS`, the p column headed ``p`` where the sweep adjusts nothing."""
+    if result.spec.adjust != NO_ADJUSTMENT:
+        return TERMINAL_COLUMNS
+    return tuple(RAW_P if name == "p adj" else name for name in TERMINAL_COLUMNS)
+
+
 def print_table(result: SweepResult, console: Console) -> None:
     """The one-screen end-of-sweep table (module docstring), its title and footer lines,
     wrapped to the console's width; figures are never cut (the value and note columns
@@ -232,19 +303,22 @@ def print_table(result: SweepResult, console: Console) -> None:
         for text in wrap(line, console.width, "", "  "):
             console.print(text, markup=False, soft_wrap=True)
     # One space of padding left of each column but the first, plus the box's blank column
-    # rule: columns two spaces apart, so the demo sweep's table is 77 characters wide.
+    # rule: columns two spaces apart.
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), pad_edge=False, show_edge=False)
-    sections = table_rows(result)
-    for index, name in enumerate(COLUMNS):
+    sections = _terminal_rows(result)
+    names = _terminal_columns(result)
+    widths = [_widest(sections, index, name) for index, name in enumerate(names)]
+    spare = console.width - sum(widths) - 2 * (len(names) - 1)
+    for index, name in enumerate(names):
         if name in FIGURES:
-            widest = max([len(name), *(len(row[index]) for rows in sections for row in rows)])
             justify: JustifyMethod = "right" if name in RIGHT else "left"
-            table.add_column(name, justify=justify, no_wrap=True, min_width=widest)
-        elif name == "value":  # labels stay whole: the note column wraps first
-            widest = max(len(row[index]) for rows in sections for row in rows[1:] or [[""]])
-            table.add_column(name, overflow="fold", min_width=min(widest, 24))
-        else:
-            table.add_column(name, overflow="fold")
+            table.add_column(name, justify=justify, no_wrap=True, min_width=widths[index])
+        elif name == "value":  # axis labels too, where the screen has room for them
+            headers = max(len(rows[0][index]) for rows in sections)
+            room = widths[index] + max(spare, 0)
+            table.add_column(name, overflow="fold", min_width=min(headers, room, 24))
+        else:  # the note's words one a line (_terminal_rows): never cut
+            table.add_column(name, no_wrap=True, min_width=widths[index])
     for rows in sections:
         for index, row in enumerate(rows):
             table.add_row(*row, end_section=index == len(rows) - 1)

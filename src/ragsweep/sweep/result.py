@@ -42,6 +42,9 @@ class Trial:
     error: str | None = None
     incumbent: bool = False
     paired: Paired | None = None
+    leaks: float | None = None
+    """Its ``acl_leaks`` over every case (None: unknown, or a corpus without access
+    metadata); a sweep never adopts a leak."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +58,7 @@ class Trial:
             "error": self.error,
             "incumbent": self.incumbent,
             "vs_chosen": None if self.paired is None else self.paired.to_dict(),
+            **({"acl_leaks": self.leaks} if self.leaks is not None else {}),
         }
 
 
@@ -79,10 +83,18 @@ class AxisResult:
     other_factors: Factors = field(default_factory=dict)
     number: int = 0
     """The axis' position in the sweep file, from 1 (0: not known)."""
+    pass_number: int = 1
+    """The pass over the axes it was decided in (:mod:`ragsweep.sweep.strategy`)."""
 
     @property
     def best(self) -> Trial | None:
         return None if self.chosen is None else self.trials[self.chosen]
+
+    @property
+    def again(self) -> str:
+        """`` (pass k)`` for an axis decided in a later pass (k > 1), else empty: what
+        tables and notes add to its number."""
+        return f" (pass {self.pass_number})" if self.pass_number > 1 else ""
 
     def label(self, index: int | None) -> str | None:
         """The value label of trial ``index`` (None for None)."""
@@ -92,6 +104,7 @@ class AxisResult:
         best = self.best
         return {
             "number": self.number,
+            "pass": self.pass_number,
             "axis": self.axis.label,
             "chosen": self.label(self.chosen),
             "objective": None if best is None else best.objective,
@@ -143,6 +156,12 @@ class SweepResult:
     parent_run_id: str | None
     sweep_dir: Path
     skipped: tuple[SkippedAxis, ...] = ()
+    passes: int = 1
+    """The passes over the axes made (:mod:`ragsweep.sweep.strategy`)."""
+    stopped: str = ""
+    """Why no further pass was made."""
+    evaluated: tuple[dict[str, Any], ...] = ()
+    """Every configuration with an objective: ``config_hash``, ``objective``, ``run_id``."""
 
     @property
     def trail(self) -> list[dict[str, Any]]:
@@ -186,7 +205,12 @@ class SweepResult:
             "adjust": self.spec.adjust,
             "family_size": self.spec.family_size,
             "interval_level": 1.0 - self.spec.alpha,
+            "strategy": self.spec.strategy,
+            "max_passes": self.spec.passes,
+            "passes": self.passes,
+            "stopped": self.stopped,
             "configurations": self.configurations,
+            "evaluated": list(self.evaluated),
             "parent_run_id": self.parent_run_id,
             "complete": self.final is not None,
             "chosen": {t["axis"]: t["chosen"] for t in self.trail},

@@ -20,7 +20,7 @@ from ragsweep.core import tags as tag
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.hashing import sha256_json
 from ragsweep.core.names import FAILED, FINISHED, KILLED, RUNNING
-from ragsweep.eval.metric_keys import N_ANSWERABLE
+from ragsweep.eval.metric_keys import ACL_LEAKS, N_ANSWERABLE
 from ragsweep.run.names import sweep_parent_name
 from ragsweep.sweep.notes import child_note, parent_note, was_chosen
 from ragsweep.sweep.paired import PairedDifference
@@ -169,6 +169,8 @@ class LoggedChild:
     run_id: str
     objective: float
     n: int | None
+    acl_leaks: float | None = None
+    """Its logged ``acl_leaks`` (None: not logged, a corpus without access metadata)."""
 
 
 def _search(client: Any, experiment_id: str, filter_string: str) -> list[Any]:
@@ -276,6 +278,7 @@ class SweepRuns:
                     run_id=run.info.run_id,
                     objective=float(metrics[objective]),
                     n=None if n is None else int(n),
+                    acl_leaks=metrics.get(ACL_LEAKS),
                 ),
             )
         return found

@@ -3,7 +3,9 @@ its points.
 
 The value to beat (the *reference*) is the incumbent, i.e. the best configuration carried
 forward from the previous axes (for the first axis: the baseline), when it has an objective;
-otherwise the first value in file order that has one. A challenger may replace the reference
+otherwise the first value in file order that has one. A value that leaked (``acl_leaks`` > 0)
+is never the reference, never chosen and never the runner-up; when the incumbent leaked, the
+reference is the best clean value. A challenger may replace the reference
 only if it beats it by more than ``min_improvement`` and the sweep's *decision rule*
 (:data:`DECISIONS`, the sweep file's ``decision``) admits it; among admitted challengers the
 best wins, and an exact tie goes to the one listed first.
@@ -44,6 +46,11 @@ DEFAULT_RESAMPLES = 10_000
 
 class NoObjectiveError(RagsweepError):
     """Every value of an axis failed or was invalid, so there is nothing to choose."""
+
+
+class LeakingAxisError(NoObjectiveError):
+    """Every value of an axis that has an objective leaked (``acl_leaks`` > 0): a sweep
+    never adopts a configuration that retrieved what its principal may not read."""
 
 
 @dataclass(frozen=True)
@@ -108,11 +115,26 @@ class DecisionSettings:
 @dataclass(frozen=True)
 class Candidate:
     """What a decision sees of one value of an axis: its objective (None: failed or
-    invalid), its config hash and its per-case objective values (or why there are none)."""
+    invalid), its config hash, its per-case objective values (or why there are none), its
+    ``acl_leaks`` (None: unknown; default: its cases') and whether the corpus has access
+    metadata (``access``)."""
 
     objective: float | None
     config_hash: str | None
     cases: CaseValues | Unpaired | None
+    leaks: float | None = None
+    access: bool = False
+
+    @property
+    def leaked(self) -> bool:
+        """Whether it may not be adopted: it retrieved chunks its cases' principals may not
+        read, or, on a corpus with access metadata, whether it did is unknown."""
+        leaks = self.leaks
+        if leaks is None and isinstance(self.cases, CaseValues):
+            leaks = self.cases.leaks
+        if leaks is None:
+            return self.access and self.objective is not None
+        return leaks > 0
 
 
 @dataclass(frozen=True)
@@ -136,6 +158,21 @@ def reference_index(objectives: Sequence[float | None], incumbent: int | None) -
         if value is not None:
             return index
     raise NoObjectiveError("no value of the axis produced an objective")
+
+
+def best_index(objectives: Sequence[float | None], measure: Measure) -> int:
+    """Index of the best objective in ``measure``'s direction, the first listed on a tie
+    (``None`` objectives did not run or leaked)."""
+    best: int | None = None
+    for index, value in enumerate(objectives):
+        best_value = None if best is None else objectives[best]
+        if value is not None and (
+            best_value is None or measure.gain(value, best_value) > TOLERANCE
+        ):
+            best = index
+    if best is None:
+        raise NoObjectiveError("no value of the axis produced an objective")
+    return best
 
 
 def choose(
@@ -173,13 +210,19 @@ def decide(
     ``axis_weight``: the axis' values counted in the sweep's family (default: the
     candidates)."""
     objectives = [c.objective for c in candidates]
-    reference = reference_index(objectives, incumbent)
+    clean = _without_leaks(candidates)
+    if incumbent is not None and candidates[incumbent].leaked:
+        reference = best_index(clean, settings.measure)
+    else:
+        reference = reference_index(clean, incumbent)
     rule = DECISIONS.get(settings.decision)
     share = min(1.0, (axis_weight or len(candidates)) / max(settings.family_size, 1))
     compare = _comparer(candidates, settings)
     against_reference = _adjusted(candidates, reference, compare, settings.adjust, share)
 
     def admits(index: int) -> bool:
+        if candidates[index].leaked:
+            return False
         return rule.admits(against_reference[index] if rule.use_paired else None, settings.alpha)
 
     chosen = choose(objectives, reference, settings.measure, settings.min_improvement, admits)
@@ -189,6 +232,18 @@ def decide(
     if runner_up is not None and isinstance(paired[runner_up], PairedDifference):
         distinguishable = _significant(paired[runner_up], settings.alpha)
     return AxisDecision(chosen, reference, paired, runner_up, distinguishable)
+
+
+def _without_leaks(candidates: Sequence[Candidate]) -> list[float | None]:
+    """The objectives, None for every candidate that leaked: a leak is never the value to
+    beat nor chosen, whatever its objective."""
+    objectives = [None if c.leaked else c.objective for c in candidates]
+    if all(v is None for v in objectives) and any(c.objective is not None for c in candidates):
+        raise LeakingAxisError(
+            "every value that ran retrieved chunks its cases' principals may not read "
+            "(acl_leaks > 0), and a sweep never adopts a leak: use retrieval.acl=pre or post"
+        )
+    return objectives
 
 
 def _adjusted(
@@ -235,12 +290,14 @@ def _comparer(
 
 
 def _runner_up(candidates: Sequence[Candidate], chosen: int, measure: Measure) -> int | None:
-    """The best candidate with an objective and another configuration than the chosen one
-    (the first listed on a tie)."""
+    """The best candidate with an objective, no leak and another configuration than the
+    chosen one (the first listed on a tie)."""
     best: int | None = None
     for index, candidate in enumerate(candidates):
         value = candidate.objective
-        if value is None or candidate.config_hash == candidates[chosen].config_hash:
+        if value is None or candidate.leaked:
+            continue
+        if candidate.config_hash == candidates[chosen].config_hash:
             continue
         best_value = None if best is None else candidates[best].objective
         if best_value is None or measure.gain(value, best_value) > TOLERANCE:

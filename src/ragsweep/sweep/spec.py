@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragsweep.config.schema import SWEEPABLE_GROUPS, check_all, from_mapping, read_yaml_mapping
+from ragsweep.config.schema import (
+    SWEEPABLE_GROUPS,
+    SWEEPABLE_KEYS,
+    check_all,
+    from_mapping,
+    read_yaml_mapping,
+)
 from ragsweep.core.errors import ConfigError
 from ragsweep.core.registry import did_you_mean
 from ragsweep.eval import measures
@@ -31,6 +37,7 @@ from ragsweep.sweep.select import (
     DEFAULT_RESAMPLES,
     DecisionSettings,
 )
+from ragsweep.sweep.strategy import DEFAULT_MAX_PASSES, DEFAULT_STRATEGY, STRATEGIES
 
 DIRECTIONS = ("maximize", "minimize")
 # Baseline keys the sweeper sets itself.
@@ -109,6 +116,11 @@ class Axis:
     def label(self) -> str:
         return " × ".join(self.keys)
 
+    @property
+    def varies_parsers(self) -> bool:
+        """Whether the axis varies a corpus parser (:data:`SWEEPABLE_KEYS`)."""
+        return any(key in SWEEPABLE_KEYS for key in self.keys)
+
     def points(self) -> tuple[Point, ...]:
         """Every combination of the keys' values, first key slowest, in file order."""
         return tuple(
@@ -144,6 +156,8 @@ class SweepFile:
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
     adjust: str = DEFAULT_ADJUSTMENT
+    strategy: str = DEFAULT_STRATEGY
+    max_passes: int = DEFAULT_MAX_PASSES
 
 
 @dataclass(frozen=True)
@@ -152,7 +166,9 @@ class SweepSpec:
     ``direction`` is the objective measure's own (``maximize`` for higher-is-better);
     ``decision`` names a rule of ``select.DECISIONS``; ``alpha`` is the two-sided level of
     the paired test, ``resamples`` and ``seed`` those of the test and its interval;
-    ``adjust`` the family-wise adjustment of the p-values (:mod:`ragsweep.sweep.family`)."""
+    ``adjust`` the family-wise adjustment of the p-values (:mod:`ragsweep.sweep.family`);
+    ``strategy`` and ``max_passes`` how many passes over the axes it may make
+    (:mod:`ragsweep.sweep.strategy`)."""
 
     name: str
     path: Path
@@ -167,16 +183,31 @@ class SweepSpec:
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
     adjust: str = DEFAULT_ADJUSTMENT
+    strategy: str = DEFAULT_STRATEGY
+    max_passes: int = DEFAULT_MAX_PASSES
 
     @property
     def measure(self) -> Measure:
         return measures.parse(self.objective)
 
     @property
+    def passes(self) -> int:
+        """The most passes over the axes the strategy makes."""
+        return STRATEGIES.get(self.strategy).passes(self.max_passes)
+
+    @property
+    def varies_parsers(self) -> bool:
+        """Whether an axis varies a corpus parser: the jobs then read other corpus text, so
+        the digest of the corpus's source files is checked across them instead of the
+        text's (:mod:`ragsweep.run.inputs`)."""
+        return any(axis.varies_parsers for axis in self.axes)
+
+    @property
     def family_size(self) -> int:
         """The values the sweep's family-wise adjustment counts: every value of every axis
-        (an axis compares at most its values with the value to beat)."""
-        return sum(len(axis.points()) for axis in self.axes)
+        (an axis compares at most its values with the value to beat), once per pass the
+        strategy may make."""
+        return sum(len(axis.points()) for axis in self.axes) * self.passes
 
     @property
     def settings(self) -> DecisionSettings:
@@ -205,7 +236,15 @@ class SweepSpec:
             "resamples": self.resamples,
             "seed": self.seed,
             "adjust": self.adjust,
+            **self._strategy_plan(),
         }
+
+    def _strategy_plan(self) -> dict[str, Any]:
+        """``strategy`` and ``max_passes`` for :meth:`plan`, left out for the default
+        strategy so sweeps started before they existed keep their resume identity."""
+        if self.strategy == DEFAULT_STRATEGY:  # one pass, whatever max_passes says
+            return {}
+        return {"strategy": self.strategy, "max_passes": self.passes}
 
     def params(self) -> dict[str, str]:
         """The sweep file as flat MLflow params of the parent run."""
@@ -221,6 +260,8 @@ class SweepSpec:
             "sweep.seed": str(self.seed),
             "sweep.adjust": self.adjust,
             "sweep.family_size": str(self.family_size),
+            "sweep.strategy": self.strategy,
+            "sweep.max_passes": str(self.passes),
         }
         params.update({f"sweep.baseline.{k.lstrip('+')}": v for k, v in self.baseline})
         for number, axis in enumerate(self.axes, start=1):
@@ -300,6 +341,8 @@ def _build(raw: SweepFile, path: Path) -> SweepSpec:
         resamples=raw.resamples,
         seed=raw.seed,
         adjust=raw.adjust,
+        strategy=raw.strategy,
+        max_passes=raw.max_passes,
     )
 
 
@@ -307,11 +350,13 @@ def _check_decision(raw: SweepFile) -> None:
     """The decision rule and its settings (``decision``, ``alpha``, ``resamples``, ...)."""
     DECISIONS.get(raw.decision)  # an unknown rule: the rules and the closest name
     ADJUSTMENTS.get(raw.adjust)
+    STRATEGIES.get(raw.strategy)
     checks = (
         (raw.min_improvement >= 0, "min_improvement", ">= 0"),
         (0.0 < raw.alpha < 1.0, "alpha", "in (0, 1), e.g. 0.05"),
         (raw.resamples >= 1, "resamples", ">= 1"),
         (raw.seed >= 0, "seed", ">= 0"),
+        (raw.max_passes >= 1, "max_passes", ">= 1"),
     )
     check_all("sweep", raw, checks)
 
@@ -362,11 +407,12 @@ def _check_axis_key(key: str, where: str) -> None:
     if not _KEY.match(key):
         raise ConfigError(f"{where}: {key!r} is not a config key (e.g. chunking.size)")
     root = re.split(r"[./]", key)[0]
-    if root not in SWEEPABLE_GROUPS:
+    if root not in SWEEPABLE_GROUPS and key not in SWEEPABLE_KEYS:
         raise ConfigError(
             f"{where}: {key!r} cannot be an axis: axes vary the retrieval stack "
-            f"({', '.join(SWEEPABLE_GROUPS)}); objectives are only comparable on the same "
-            "data, metric definitions and bookkeeping (put it in the baseline instead)"
+            f"({', '.join(SWEEPABLE_GROUPS)}) and the parsers ({', '.join(SWEEPABLE_KEYS)}); "
+            "objectives are only comparable on the same data, metric definitions and "
+            "bookkeeping (put it in the baseline instead)"
         )
 
 

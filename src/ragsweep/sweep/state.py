@@ -16,13 +16,16 @@ from ragsweep.sweep.spec import Point
 @dataclass(frozen=True)
 class Evaluation:
     """A configuration with a known objective; ``status`` says where it came from;
-    ``run_dir``: the job's output directory (None for a run logged before a resume)."""
+    ``run_dir``: the job's output directory (None for a run logged before a resume);
+    ``acl_leaks``: its logged ``acl_leaks`` metric (None: not logged), used when its
+    per-case results cannot be read."""
 
     objective: float
     run_id: str | None
     n: int | None
     status: Status
     run_dir: Path | None = None
+    acl_leaks: float | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,10 @@ class SweepState:
     skipped: list[SkippedAxis] = field(default_factory=list)
     next_job: int = 0
     cases: dict[str, CaseValues | Unpaired] = field(default_factory=dict)
+    pass_number: int = 1
+    """The pass over the axes under way (:mod:`ragsweep.sweep.strategy`)."""
+    stopped: str = ""
+    """Why the sweep made no further pass (empty until it ends)."""
 
     def seen(self, config_hash: str | None) -> bool:
         """True once the configuration has run in this sweep (or before a resume)."""

@@ -31,7 +31,7 @@ from ragsweep.config.schema import EmbeddingConfig, from_mapping
 from ragsweep.core.errors import ConfigError
 from ragsweep.core.hashing import sha256_json, source_digest
 from ragsweep.index import base as index_module
-from ragsweep.index.backends.dense import DenseIndex
+from ragsweep.index.backends.dense import DenseIndex, check_query_dimension
 from ragsweep.index.backends.hybrid import component_errors, component_index_key, named_component
 from ragsweep.index.base import BACKENDS, IndexProvenance, Query, Ranked
 from ragsweep.index.encoding import ModelIdentity, options_for
@@ -137,6 +137,7 @@ class AnnIndex:
 
     def _approximate(self, queries: Sequence[Query], top_k: int) -> list[Ranked]:
         vectors = self.exact.embedder.embed([q.text for q in queries])
+        check_query_dimension(vectors, self.exact.vectors, self.query_model)
         started = time.perf_counter()
         self.graph.hnsw.efSearch = max(self.ef_search, top_k)
         scores, indices = self.graph.search(np.ascontiguousarray(vectors), top_k)

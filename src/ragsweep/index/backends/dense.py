@@ -20,7 +20,7 @@ import numpy as np
 from ragsweep.cache.embeddings import EmbeddingStore
 from ragsweep.cache.stage import StageCache
 from ragsweep.config.schema import EmbeddingConfig
-from ragsweep.core.errors import DriftError
+from ragsweep.core.errors import ContractError, DriftError
 from ragsweep.core.hashing import sha256_json, source_digest
 from ragsweep.core.progress import progress_bar
 from ragsweep.index import base as index_module
@@ -69,6 +69,7 @@ class DenseIndex:
     ) -> list[Ranked]:
         self.provenance.check_query_side(self.query_model, query_preprocess)
         query_vectors = self.embedder.embed([q.text for q in queries])
+        check_query_dimension(query_vectors, self.vectors, self.query_model)
         # np.asarray: a plain view of a memory-mapped index, without np.memmap's per-call
         # subclass overhead.
         vectors = np.asarray(self.vectors)
@@ -85,6 +86,20 @@ class DenseIndex:
         best = [_merged_top_k(parts, top_k) for parts in found]
         each = (time.perf_counter() - started) / max(1, len(queries))
         return [Ranked(indices, scores, each) for indices, scores in best]
+
+
+def check_query_dimension(
+    query_vectors: np.ndarray, vectors: np.ndarray, model: ModelIdentity
+) -> None:
+    """ContractError when the query embeddings' width is not the index's: a model (or a
+    served model's weights) that changed under the same identity, caught before scoring."""
+    width, expected = query_vectors.shape[-1], vectors.shape[-1]
+    if query_vectors.size and width != expected:
+        raise ContractError(
+            f"query embedding dimension {width} is not the index's {expected} "
+            f"({model.describe()}): the query model is not the one the index was built with; "
+            "rebuild the index (cache.enabled=false) or fix embedding.model"
+        )
 
 
 def _merged_top_k(

@@ -218,6 +218,11 @@ class ExternalBackend:
     def identity(self, cfg: EmbeddingConfig) -> ModelIdentity:
         return external_identity(cfg)
 
+    def complete_chunks(self, cfg: EmbeddingConfig) -> bool:
+        """With a manifest the run knows all the other system's chunks; without one only
+        those its rankings name, so whether a chunk holds an evidence span is unknown."""
+        return options_for(ExternalOptions, cfg).chunks is not None
+
     def own_chunks(self, cfg: EmbeddingConfig, corpus: Corpus) -> list[Chunk]:
         """The run's chunks, checked against the corpus (doc ids and offsets)."""
         chunks = []
