@@ -7,14 +7,20 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
+import mlflow
 import pytest
+from mlflow.store.db.utils import _get_latest_schema_revision
 from mlflow.tracking import MlflowClient
 
 from ragsweep.core import tags as tag
+from ragsweep.tracking.background import experiment_is_ready
+from ragsweep.tracking.schema_head import mlflow_schema_head
 from tests.run.test_pipeline import project_overrides
 
 BIN = Path(sys.executable).parent
@@ -80,3 +86,28 @@ def test_a_run_on_a_ready_store_is_logged_by_the_logger_and_logs_the_same(
     assert grid.returncode == 0, grid.stderr[-3000:]
     assert not imports_mlflow(grid.stderr)  # its logger opened the store, and logged
     assert len(client.search_runs([experiment.experiment_id])) == 4
+
+
+def test_a_store_at_another_schema_revision_is_refused_before_any_work(
+    tmp_path: Path, mini_project: Path
+) -> None:
+    """A store whose ``alembic_version`` is not the installed MLflow's head is never left
+    to a logger: refused in the run's process before any work, a single run and a grid."""
+    uri = f"sqlite:///{tmp_path}/m.db"
+    MlflowClient(uri).create_experiment("ragsweep")  # the store and experiment, at head
+    head = _get_latest_schema_revision()
+    assert mlflow_schema_head() == head
+    versions = Path(mlflow.__file__).parent / "store" / "db_migrations" / "versions"
+    older = re.search(
+        r"^down_revision\s*=\s*['\"](\w+)", next(versions.glob(f"{head}_*.py")).read_text(), re.M
+    )
+    assert older is not None
+    with closing(sqlite3.connect(tmp_path / "m.db")) as db, db:
+        db.execute("UPDATE alembic_version SET version_num = ?", (older[1],))
+    assert not experiment_is_ready(uri, "ragsweep")
+    for multirun, extra in ((False, ()), (True, ("chunking.size=100,120",))):
+        refused = ragsweep(tmp_path, mini_project, *extra, multirun=multirun)
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert "error: " in refused.stderr and "Traceback" not in refused.stderr
+        assert "mlflow db upgrade" in refused.stderr and "m.db" in refused.stderr
+        assert not list((tmp_path / "out").rglob("*.json")), "work was done before refusing"

@@ -64,6 +64,7 @@ from ragsweep.tracking.logger import (
     parse_answer,
     tags_set,
 )
+from ragsweep.tracking.schema_head import mlflow_schema_head
 from ragsweep.tracking.store import (
     SQLITE_TIMEOUT_SECONDS,
     TrackingStoreError,
@@ -138,10 +139,11 @@ def filesystem_type(path: Path, mountinfo: str | None = None) -> str | None:
 
 
 def store_is_ready(uri: str) -> bool:
-    """True when ``uri`` is a local SQLite file that exists with a complete schema (read
-    with ``sqlite3``, without MLflow): the only store a run hands to a background logger,
-    so a store to create, repair or reach over the network is still checked before any
-    work, in the run's own process."""
+    """True when ``uri`` is a local SQLite file that exists with a complete schema at the
+    installed MLflow's head revision (read with ``sqlite3``, without MLflow; an older or
+    newer store is migrated or refused in-process, before any work): the only store a run
+    hands to a logger, so a store to create, migrate, repair or reach over the network is
+    still checked before any work, in the run's own process."""
     path = sqlite_path(uri)
     if path is None or not path.is_file() or path.stat().st_size == 0:
         return False
@@ -151,7 +153,13 @@ def store_is_ready(uri: str) -> bool:
         state = read_sqlite_state(path)
     except Exception:  # unreadable: the in-process check reports it properly
         return False
-    return state.version is not None and not state.problems() and "experiments" in state.tables
+    head = mlflow_schema_head()
+    return (
+        head is not None
+        and state.version == head
+        and not state.problems()
+        and "experiments" in state.tables
+    )
 
 
 ACTIVE_STAGE = "active"
