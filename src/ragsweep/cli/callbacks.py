@@ -24,8 +24,9 @@ from ragsweep.tracking.writable import check_writable
 
 class PrepareTrackingStore(Callback):
     """Check and create the MLflow store and experiment in the parent process before a
-    multirun launches any job (without MLflow when both exist, a SQLite file read with
-    ``sqlite3``: its logger opens it while the first job computes); check a
+    multirun launches any job (without MLflow when both exist at the installed MLflow's
+    schema revision, a SQLite file read with ``sqlite3``: the sweep's logger, or each job on
+    a parallel launcher or with ``tracking.background=never``, opens it); check a
     ``tracking.parent_run_id`` given by hand (:mod:`ragsweep.tracking.parent`) before a
     single run or a multirun does any work.
 
@@ -54,7 +55,9 @@ class PrepareTrackingStore(Callback):
                 and not _sweep_name(config)
                 and not experiment_is_ready(tracking_uri(cfg), cfg.experiment)
             ):
-                prepare_store(cfg)  # else the sweep's logger opens it (tracking.background)
+                prepare_store(cfg)  # create, migrate or refuse it before any job
+            # else it is ready (sqlite3): the sweep's logger opens it, or each job does on a
+            # parallel launcher (joblib, Ray, submitit) and with tracking.background=never
             check_parent_run(cfg)
 
 
