@@ -20,6 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from ragsweep.core import tags as tag
 from ragsweep.tracking.background import experiment_is_ready
+from ragsweep.tracking.log import LOG_FILE
 from ragsweep.tracking.schema_head import mlflow_schema_head
 from tests.run.test_pipeline import project_overrides
 
@@ -61,6 +62,8 @@ def test_a_run_on_a_ready_store_is_logged_by_the_logger_and_logs_the_same(
     second = ragsweep(tmp_path, mini_project, NO_CACHE)
     assert second.returncode == 0, second.stderr[-3000:]
     assert not imports_mlflow(second.stderr)
+    (output,) = (tmp_path / "out").rglob(LOG_FILE)  # the logger's output, in its run dir
+    assert (output.parent / "record.json").is_file()
 
     client = MlflowClient(f"sqlite:///{tmp_path}/m.db")
     experiment = client.get_experiment_by_name("ragsweep")

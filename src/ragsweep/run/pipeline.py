@@ -438,7 +438,7 @@ def run_evaluation(
     cfg = resolved.cfg
     single = origin is not None and not origin.multirun
     background = single and wants_background(cfg.tracking, multirun=False)
-    logger = early_logger(cfg.tracking) if single and not background else None
+    logger = early_logger(cfg.tracking, output_dir) if single and not background else None
     try:
         how = (origin, show_summary, background, logger)
         return _evaluated(resolved, output_dir, console, extra_tags, *how)

@@ -327,13 +327,14 @@ def _close_requests(process: subprocess.Popen[str]) -> None:
 # -- a single run logged before it exits -----------------------------------------------------
 
 
-def early_logger(cfg: TrackingConfig) -> SweepLogger | None:
+def early_logger(cfg: TrackingConfig, run_dir: Path) -> SweepLogger | None:
     """A single run that logs before it exits (not in the background: its output is not a
     terminal) on a store and experiment that are ready (:func:`experiment_is_ready`): the
     logger is started now, so that importing MLflow and opening the store overlap the run's
     work, and MLflow is never imported by the run's process (:func:`log_through`). None:
     the run checks the store and logs in its own process (a store or experiment to create
-    or repair, another kind of store, ``tracking.background=never``)."""
+    or repair, another kind of store, ``tracking.background=never``). The logger's output
+    (its waiting for the store's lock, repairs, a crash) goes to ``run_dir``'s ``LOG_FILE``."""
     if not cfg.enabled or cfg.background == "never":
         return None
     try:
@@ -344,9 +345,11 @@ def early_logger(cfg: TrackingConfig) -> SweepLogger | None:
         return None
     report_failed(uri)  # earlier background logs that did not land, as opening the store says
     try:
-        return SweepLogger.start(Path(os.devnull), cfg)
+        logger = SweepLogger.start(run_dir / LOG_FILE, cfg)
     except OSError:  # no process to start: the run logs itself
         return None
+    logger.label = "the run's MLflow logger"
+    return logger
 
 
 def left_to(logger: SweepLogger | None, cfg: TrackingConfig) -> bool:
@@ -368,8 +371,7 @@ def log_through(logger: SweepLogger, cfg: TrackingConfig, record: RunRecord) -> 
     raises (a logger that died is replaced by logging here, :meth:`SweepLogger.drain`)."""
     save_record(cfg, record)
     logger.submit(record.artifacts_dir)
-    with open(os.devnull, "w", encoding="utf-8") as quiet:  # no "waiting for..." lines
-        (logged,) = logger.close(quiet)
+    (logged,) = logger.close(once=True)  # one "waiting for..." line on stderr at most
     if logged.error is not None or logged.run_id is None:
         raise not_logged(cfg, record.artifacts_dir, logged.error or "no run id")
     return logged.run_id
@@ -396,6 +398,8 @@ class SweepLogger:
         self.process = process
         self.output = output
         self.tracking = tracking
+        self.label = "the sweep's MLflow logger"
+        """Who is waited for, in the progress line of :meth:`drain`."""
         self.pid = os.getpid()
         self._done = threading.Condition()
         self._pending: list[dict[str, Any]] = []
@@ -439,10 +443,11 @@ class SweepLogger:
         """Have ``tags`` set on run ``run_id`` of the sweep's store; return at once."""
         self._request({TAGS: {"run_id": run_id, "tags": tags}})
 
-    def drain(self, stream: IO[str] | None = None) -> list[Logged]:
+    def drain(self, stream: IO[str] | None = None, once: bool = False) -> list[Logged]:
         """Wait until every request so far is done, saying so on ``stream`` (stderr) every
-        few seconds; those the logger did not answer (it died) are done in this process.
-        Returns what became of each, in the order they were made, and forgets them."""
+        few seconds (``once``: the first time only); those the logger did not answer (it
+        died) are done in this process. Returns what became of each, in the order they were
+        made, and forgets them."""
         out = stream or sys.stderr
         said = time.monotonic()
         with self._done:
@@ -450,11 +455,11 @@ class SweepLogger:
                 self._done.wait(timeout=1.0)
                 if time.monotonic() - said >= pending.PROGRESS_SECONDS:
                     message = (
-                        f"waiting for the sweep's MLflow logger: {self._waiting()} run(s) "
+                        f"waiting for {self.label}: {self._waiting()} run(s) "
                         f"still being logged (its output: {self.output})"
                     )
                     print("\n".join(wrap(message, terminal_width())), file=out, flush=True)
-                    said = time.monotonic()
+                    said = float("inf") if once else time.monotonic()
             requests, self._pending = self._pending, []
             answers = [self._answers.pop(r[KEY], None) for r in requests]
         outcome = [
@@ -464,12 +469,12 @@ class SweepLogger:
         self.failed.extend(o for o in outcome if o.error is not None)
         return outcome
 
-    def close(self, stream: IO[str] | None = None) -> list[Logged]:
+    def close(self, stream: IO[str] | None = None, once: bool = False) -> list[Logged]:
         """Tell the logger there is nothing more, wait for its last answers and for it to
         exit; return what became of the requests not drained yet."""
         send(self.process, [{END: True}])
         _close_requests(self.process)
-        outcome = self.drain(stream)
+        outcome = self.drain(stream, once)
         self.process.wait()
         self._reader.join()
         return outcome
