@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ragsweep.cli.main import run_from_config
+from ragsweep.cli.job import run_from_config
 from ragsweep.config.app import plain_config
 from ragsweep.core.errors import ConfigError, GoldenError
 from ragsweep.eval.scoring import CaseResult

@@ -14,7 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
-from ragsweep.cli.main import run_from_config
+from ragsweep.cli.job import run_from_config
 from ragsweep.core import tags as tag
 from ragsweep.release.store import RunStore
 from ragsweep.run.metrics import (

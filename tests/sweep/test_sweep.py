@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.cli.callbacks import RequireMultirunForSweep
-from ragsweep.cli.main import run_from_config
+from ragsweep.cli.job import run_from_config
 from ragsweep.config.app import config_dir
 from ragsweep.config.schema import CorpusConfig
 from ragsweep.core import tags as tag

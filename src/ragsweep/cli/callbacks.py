@@ -16,15 +16,19 @@ from ragsweep.config.schema import read_yaml_mapping
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.secret_keys import refusal, secret_keys
 from ragsweep.sweep.spec import SweepFileError, load_sweep, resolve_sweep_path
+from ragsweep.tracking.background import experiment_is_ready
 from ragsweep.tracking.parent import check_parent_run
-from ragsweep.tracking.store import prepare_store
+from ragsweep.tracking.store import prepare_store, tracking_uri
 from ragsweep.tracking.writable import check_writable
 
 
 class PrepareTrackingStore(Callback):
     """Check and create the MLflow store and experiment in the parent process before a
-    multirun launches any job; check a ``tracking.parent_run_id`` given by hand
-    (:mod:`ragsweep.tracking.parent`) before a single run or a multirun does any work.
+    multirun launches any job (without MLflow when both exist at the installed MLflow's
+    schema revision, a SQLite file read with ``sqlite3``: the sweep's logger, or each job on
+    a parallel launcher or with ``tracking.background=never``, opens it); check a
+    ``tracking.parent_run_id`` given by hand (:mod:`ragsweep.tracking.parent`) before a
+    single run or a multirun does any work.
 
     A store that cannot be reached or created fails the launch (``error: ...``, exit status
     2) instead of failing every job after its work. Hydra turns an exception raised by a
@@ -46,8 +50,14 @@ class PrepareTrackingStore(Callback):
         with _exit_on_error():
             cfg = tracking_settings(config)
             check_writable(cfg)
-            if cfg.enabled and not _sweep_name(config):
-                prepare_store(cfg)
+            if (
+                cfg.enabled
+                and not _sweep_name(config)
+                and not experiment_is_ready(tracking_uri(cfg), cfg.experiment)
+            ):
+                prepare_store(cfg)  # create, migrate or refuse it before any job
+            # else it is ready (sqlite3): the sweep's logger opens it, or each job does on a
+            # parallel launcher (joblib, Ray, submitit) and with tracking.background=never
             check_parent_run(cfg)
 
 

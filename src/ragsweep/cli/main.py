@@ -1,12 +1,13 @@
-"""The ``ragsweep`` console script: a thin Hydra app around :func:`run_from_config`, plus
-the ``init``, ``check``, ``embed``, ``ui``, ``best`` and ``label`` subcommands.
+"""The ``ragsweep`` console script: a thin Hydra app around
+:func:`ragsweep.cli.job.run_job`, plus the ``init``, ``check``, ``embed``, ``ui``, ``best``
+and ``label`` subcommands.
 
 ``ragsweep`` evaluates the default config on the bundled demo data; any axis is an
 override (``ragsweep chunking=heading chunking.size=400 preprocess=nfkc``). ``-m`` with
 comma-separated values runs a plain Hydra grid (one MLflow run per job); ``-m sweep=NAME``
 runs the sweep file ``NAME`` with the one-axis sweeper (docs/sweeps.md): a parent run with
 one child run per evaluated configuration. Each job of ``-m`` prints one line; ``-v`` (the
-override ``verbose=true``) prints each job's whole summary (:func:`run_job`).
+override ``verbose=true``) prints each job's whole summary (:func:`ragsweep.cli.job.run_job`).
 
 ``ragsweep init [DIR]``, ``ragsweep check [OVERRIDES...]``, ``ragsweep embed --shard I/N
 [OVERRIDES...]``, ``ragsweep ui [--port P] [OVERRIDES...]``, ``ragsweep best
@@ -16,8 +17,9 @@ these words cannot be one). ``init`` and ``check`` are documented in docs/instal
 ``embed`` in docs/deploy.md, ``ui`` (the MLflow UI, ``make ui``) in docs/tracking.md,
 ``best`` (the configuration a sweep chose) in docs/sweeps.md, ``label`` (labelling the
 golden set in the browser) in docs/golden.md.
-Each subcommand's module is imported only when it is run: importing the four at the top
-made ``ragsweep --help`` about 0.4 s slower (median of 8 runs, 1.7 s → 2.1 s).
+Each subcommand's module is imported only when it is run, and so is the job itself
+(:mod:`ragsweep.cli.job`: the pipeline, numpy, the backends) when Hydra starts one: importing
+them at the top made ``ragsweep --help`` several times slower (bench/README.md, issue 31).
 
 Config: the packaged defaults (:data:`ragsweep.config.app.CONFIG_PATH`), with the
 project's ``conf/`` and every ``--config-dir`` searched first
@@ -34,31 +36,24 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
-from rich.console import Console
 
 from ragsweep.cli.errors import check_command_line, reported_errors
+from ragsweep.cli.help import one_repository, wants_help
 from ragsweep.config.app import (
     CONF_DIRS_ENV,
     CONFIG_NAME,
     CONFIG_PATH,
     import_project,
-    plain_config,
     register_resolvers,
 )
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.interrupts import INTERRUPTED_STATUS, ignore_interrupts
 from ragsweep.core.names import VERBOSE_KEY
-from ragsweep.core.terminal import say
-from ragsweep.run.config import resolve
-from ragsweep.run.names import RunOrigin, launch_origin, result_overrides
-from ragsweep.run.pipeline import run_evaluation
-from ragsweep.run.report import job_line
 
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
 VERBOSE_FLAGS = ("-v", "--verbose")
@@ -67,34 +62,12 @@ INTERRUPTED_SWEEP = "interrupted; the sweep resumes with the same command"
 INTERRUPTED_RUN = "interrupted; run the same command again"
 
 
-def run_from_config(cfg: DictConfig, output_dir: Path, origin: RunOrigin | None = None) -> float:
-    """Validate ``cfg``, run one evaluation into ``output_dir``; return the objective.
-    ``origin``: how the run was launched (its MLflow name says so)."""
-    return run_evaluation(resolve(plain_config(cfg)), output_dir, origin=origin).objective
-
-
-def run_job(cfg: DictConfig, hydra_cfg: Any) -> float:
-    """One Hydra job: a single run prints its summary; a job of ``-m`` (sweep or grid)
-    prints one line (:func:`ragsweep.run.report.job_line`), its summary too with
-    ``verbose=true`` (``-v``); ``report.md`` in the job's folder holds it either way."""
-    origin = launch_origin(hydra_cfg)
-    brief = origin.multirun and not cfg.get(VERBOSE_KEY, False)
-    resolved = resolve(plain_config(cfg))
-    output_dir = Path(hydra_cfg.runtime.output_dir)
-    result = run_evaluation(resolved, output_dir, origin=origin, show_summary=not brief)
-    if brief:
-        overrides = result_overrides(origin.overrides)
-        line = job_line(
-            hydra_cfg.job.num, overrides, resolved.objective.name, result.summary, output_dir
-        )
-        say(Console(), line, "", "    ")
-    return result.objective
-
-
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=CONFIG_NAME)
 def _app(cfg: DictConfig) -> float:
     import_project()  # again here: a launcher may run this job in another process (joblib)
     hydra_cfg = HydraConfig.get()
+    from ragsweep.cli.job import run_job  # only when a job runs (module docstring)
+
     try:
         return run_job(cfg, hydra_cfg)
     except RagsweepError as exc:
@@ -217,7 +190,8 @@ def main() -> None:
     try:
         with reported_errors():
             check_command_line(sys.argv[1:])
-            _app()
+            with one_repository() if wants_help(argv) else contextlib.nullcontext():
+                _app()
     except KeyboardInterrupt:
         ignore_interrupts()  # a second Ctrl-C while ending prints no traceback either
         multirun = any(arg in MULTIRUN_FLAGS for arg in argv)

@@ -91,8 +91,15 @@ from ragsweep.run.names import RunOrigin
 from ragsweep.run.record import run_record, run_tags
 from ragsweep.run.report import print_summary
 from ragsweep.run.scored import cached_scores, golden_inputs, scores_key
+from ragsweep.tracking.background import (
+    SweepLogger,
+    early_logger,
+    left_to,
+    log_run_in_background,
+    log_through,
+    wants_background,
+)
 from ragsweep.tracking.background import active as active_sweep_logger
-from ragsweep.tracking.background import log_run_in_background, wants_background
 from ragsweep.tracking.log import RunRecord, log_run, save_record
 from ragsweep.tracking.store import prepare_store
 from ragsweep.tracking.tables import logged_tables_tag
@@ -405,8 +412,9 @@ class StageOutcome:
 
 def run_stages(resolved: ResolvedConfig, background: bool = False) -> StageOutcome:
     """Run every stage of one configuration (see module docstring). ``background``: the
-    run will be logged by a background logger, on a store already found ready
-    (:func:`ragsweep.tracking.background.wants_background`), so MLflow is not opened here."""
+    run will be logged by a logger process, on a store already found ready
+    (:func:`ragsweep.tracking.background.wants_background`,
+    :func:`~ragsweep.tracking.background.left_to`), so MLflow is not opened here."""
     cfg = resolved.cfg
     timer = Timer()
     judge = prepare_judge(cfg.judge)  # None: judge=off; checks the server before any work
@@ -455,7 +463,32 @@ def run_evaluation(
     cfg = resolved.cfg
     single = origin is not None and not origin.multirun
     background = single and wants_background(cfg.tracking, multirun=False)
-    done = run_stages(resolved, background)
+    logger = early_logger(cfg.tracking, output_dir) if single and not background else None
+    try:
+        how = (origin, show_summary, background, logger)
+        return _evaluated(resolved, output_dir, console, extra_tags, *how)
+    finally:
+        if logger is not None:
+            logger.abandon()  # refused or failed before its record: nothing to log
+
+
+def _evaluated(
+    resolved: ResolvedConfig,
+    output_dir: Path,
+    console: Console,
+    extra_tags: Mapping[str, str] | None,
+    origin: RunOrigin | None,
+    show_summary: bool,
+    background: bool,
+    logger: SweepLogger | None,
+) -> RunResult:
+    """:func:`run_evaluation`; ``background``: logged by a detached logger, ``logger``: by
+    the logger started for this run (:func:`ragsweep.tracking.background.early_logger`)."""
+    cfg = resolved.cfg
+    to_logger = origin is not None and origin.multirun and cfg.tracking.background != "never"
+    sweep_logger = active_sweep_logger() if to_logger else None
+    left = background or logger is not None or left_to(sweep_logger, cfg.tracking)
+    done = run_stages(resolved, left)
     cache_metrics = done.cache.stats.as_metrics()  # every stage has run by now
     facts = run_facts(resolved, len(done.built.chunks))
     with done.timer.stage(ARTIFACTS_SECONDS), gc_paused(), run_dir_errors(output_dir):
@@ -482,14 +515,14 @@ def run_evaluation(
     if cfg.tracking.enabled:
         started = time.perf_counter()
         record = _record(resolved, done, cache_metrics, extra_tags, output_dir, origin)
-        to_logger = origin is not None and origin.multirun and cfg.tracking.background != "never"
-        sweep_logger = active_sweep_logger() if to_logger else None
         if sweep_logger is not None:
             save_record(cfg.tracking, record)
             sweep_logger.submit(record.artifacts_dir)
             handed_to = "being logged by the sweep's logger"
         elif background:
             handed_to = "being logged in the background"
+        elif logger is not None:
+            run_id = log_through(logger, cfg.tracking, record)
         else:
             run_id = log_run(cfg.tracking, record)
         timings[LOG_SECONDS] = time.perf_counter() - started

@@ -36,20 +36,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from ragsweep.config.schema import TrackingConfig
+from ragsweep.core.errors import RagsweepError
 from ragsweep.core.terminal import terminal_width, wrap
 from ragsweep.tracking import pending
-from ragsweep.tracking.log import LOG_FILE, RunRecord, save_record
+from ragsweep.tracking.log import LOG_FILE, RunRecord, not_logged, save_record
 from ragsweep.tracking.logger import (
     END,
     KEY,
@@ -62,7 +64,9 @@ from ragsweep.tracking.logger import (
     parse_answer,
     tags_set,
 )
+from ragsweep.tracking.schema_head import mlflow_schema_head
 from ragsweep.tracking.store import (
+    SQLITE_TIMEOUT_SECONDS,
     TrackingStoreError,
     pending_dir,
     read_sqlite_state,
@@ -135,10 +139,11 @@ def filesystem_type(path: Path, mountinfo: str | None = None) -> str | None:
 
 
 def store_is_ready(uri: str) -> bool:
-    """True when ``uri`` is a local SQLite file that exists with a complete schema (read
-    with ``sqlite3``, without MLflow): the only store a run hands to a background logger,
-    so a store to create, repair or reach over the network is still checked before any
-    work, in the run's own process."""
+    """True when ``uri`` is a local SQLite file that exists with a complete schema at the
+    installed MLflow's head revision (read with ``sqlite3``, without MLflow; an older or
+    newer store is migrated or refused in-process, before any work): the only store a run
+    hands to a logger, so a store to create, migrate, repair or reach over the network is
+    still checked before any work, in the run's own process."""
     path = sqlite_path(uri)
     if path is None or not path.is_file() or path.stat().st_size == 0:
         return False
@@ -148,7 +153,34 @@ def store_is_ready(uri: str) -> bool:
         state = read_sqlite_state(path)
     except Exception:  # unreadable: the in-process check reports it properly
         return False
-    return state.version is not None and not state.problems() and "experiments" in state.tables
+    head = mlflow_schema_head()
+    return (
+        head is not None
+        and state.version == head
+        and not state.problems()
+        and "experiments" in state.tables
+    )
+
+
+ACTIVE_STAGE = "active"
+"""MLflow's ``lifecycle_stage`` of an experiment that is not deleted."""
+
+
+def experiment_is_ready(uri: str, experiment: str) -> bool:
+    """True when :func:`store_is_ready` and the store holds ``experiment``, not deleted
+    (read with ``sqlite3``, without MLflow): then opening the store is all that is left to
+    do before logging, and a logger process can do it while the run computes."""
+    path = sqlite_path(uri)
+    if path is None or not store_is_ready(uri):
+        return False
+    query = "SELECT lifecycle_stage FROM experiments WHERE name = ?"
+    try:
+        read_only = f"{path.resolve().as_uri()}?mode=ro"
+        with closing(sqlite3.connect(read_only, uri=True, timeout=SQLITE_TIMEOUT_SECONDS)) as db:
+            row = db.execute(query, (experiment,)).fetchone()
+    except sqlite3.Error:  # the in-process check reports it properly
+        return False
+    return row is not None and row[0] == ACTIVE_STAGE
 
 
 def wants_background(cfg: TrackingConfig, multirun: bool) -> bool:
@@ -292,6 +324,59 @@ def _close_requests(process: subprocess.Popen[str]) -> None:
         pass
 
 
+# -- a single run logged before it exits -----------------------------------------------------
+
+
+def early_logger(cfg: TrackingConfig, run_dir: Path) -> SweepLogger | None:
+    """A single run that logs before it exits (not in the background: its output is not a
+    terminal) on a store and experiment that are ready (:func:`experiment_is_ready`): the
+    logger is started now, so that importing MLflow and opening the store overlap the run's
+    work, and MLflow is never imported by the run's process (:func:`log_through`). None:
+    the run checks the store and logs in its own process (a store or experiment to create
+    or repair, another kind of store, ``tracking.background=never``). The logger's output
+    (its waiting for the store's lock, repairs, a crash) goes to ``run_dir``'s ``LOG_FILE``."""
+    if not cfg.enabled or cfg.background == "never":
+        return None
+    try:
+        uri = tracking_uri(cfg)
+    except RagsweepError:  # reported by the in-process check, as before
+        return None
+    if not experiment_is_ready(uri, cfg.experiment):
+        return None
+    report_failed(uri)  # earlier background logs that did not land, as opening the store says
+    try:
+        logger = SweepLogger.start(run_dir / LOG_FILE, cfg)
+    except OSError:  # no process to start: the run logs itself
+        return None
+    logger.label = "the run's MLflow logger"
+    return logger
+
+
+def left_to(logger: SweepLogger | None, cfg: TrackingConfig) -> bool:
+    """Whether a run handing its record to ``logger`` (a sweep's or its own) leaves opening
+    the store to it: the store and experiment are ready (:func:`experiment_is_ready`), so
+    nothing the run's process could refuse before its work is left but what the logger's
+    own opening of the store finds."""
+    if logger is None or not cfg.enabled:
+        return False
+    try:
+        return experiment_is_ready(tracking_uri(cfg), cfg.experiment)
+    except RagsweepError:  # reported by the in-process check, as before
+        return False
+
+
+def log_through(logger: SweepLogger, cfg: TrackingConfig, record: RunRecord) -> str:
+    """Save ``record.json``, have ``logger`` (:func:`early_logger`) log it and wait until it
+    has; return the run id. A failure raises the error :func:`~ragsweep.tracking.log.log_run`
+    raises (a logger that died is replaced by logging here, :meth:`SweepLogger.drain`)."""
+    save_record(cfg, record)
+    logger.submit(record.artifacts_dir)
+    (logged,) = logger.close(once=True)  # one "waiting for..." line on stderr at most
+    if logged.error is not None or logged.run_id is None:
+        raise not_logged(cfg, record.artifacts_dir, logged.error or "no run id")
+    return logged.run_id
+
+
 # -- a sweep -------------------------------------------------------------------------------
 
 
@@ -313,6 +398,8 @@ class SweepLogger:
         self.process = process
         self.output = output
         self.tracking = tracking
+        self.label = "the sweep's MLflow logger"
+        """Who is waited for, in the progress line of :meth:`drain`."""
         self.pid = os.getpid()
         self._done = threading.Condition()
         self._pending: list[dict[str, Any]] = []
@@ -356,10 +443,11 @@ class SweepLogger:
         """Have ``tags`` set on run ``run_id`` of the sweep's store; return at once."""
         self._request({TAGS: {"run_id": run_id, "tags": tags}})
 
-    def drain(self, stream: IO[str] | None = None) -> list[Logged]:
+    def drain(self, stream: IO[str] | None = None, once: bool = False) -> list[Logged]:
         """Wait until every request so far is done, saying so on ``stream`` (stderr) every
-        few seconds; those the logger did not answer (it died) are done in this process.
-        Returns what became of each, in the order they were made, and forgets them."""
+        few seconds (``once``: the first time only); those the logger did not answer (it
+        died) are done in this process. Returns what became of each, in the order they were
+        made, and forgets them."""
         out = stream or sys.stderr
         said = time.monotonic()
         with self._done:
@@ -367,11 +455,11 @@ class SweepLogger:
                 self._done.wait(timeout=1.0)
                 if time.monotonic() - said >= pending.PROGRESS_SECONDS:
                     message = (
-                        f"waiting for the sweep's MLflow logger: {self._waiting()} run(s) "
+                        f"waiting for {self.label}: {self._waiting()} run(s) "
                         f"still being logged (its output: {self.output})"
                     )
                     print("\n".join(wrap(message, terminal_width())), file=out, flush=True)
-                    said = time.monotonic()
+                    said = float("inf") if once else time.monotonic()
             requests, self._pending = self._pending, []
             answers = [self._answers.pop(r[KEY], None) for r in requests]
         outcome = [
@@ -381,15 +469,21 @@ class SweepLogger:
         self.failed.extend(o for o in outcome if o.error is not None)
         return outcome
 
-    def close(self, stream: IO[str] | None = None) -> list[Logged]:
+    def close(self, stream: IO[str] | None = None, once: bool = False) -> list[Logged]:
         """Tell the logger there is nothing more, wait for its last answers and for it to
         exit; return what became of the requests not drained yet."""
         send(self.process, [{END: True}])
         _close_requests(self.process)
-        outcome = self.drain(stream)
+        outcome = self.drain(stream, once)
         self.process.wait()
         self._reader.join()
         return outcome
+
+    def abandon(self) -> None:
+        """Tell the logger there is nothing to log and return at once (the run was refused
+        or failed before it had a record): it ends after opening the store."""
+        send(self.process, [{END: True}])
+        _close_requests(self.process)
 
     def _request(self, request: dict[str, Any]) -> None:
         with self._done:

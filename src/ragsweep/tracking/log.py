@@ -205,11 +205,16 @@ def log_run(cfg: TrackingConfig, record: RunRecord, saved: bool = False) -> str:
     try:
         return _write_run(cfg, record)
     except Exception as exc:
-        raise TrackingStoreError(
-            f"run directory {record.artifacts_dir} holds the whole run ({RECORD_FILE} and "
-            f"its artifacts) but it was not logged to {_uri_or_config(cfg)}: {reason(exc)}. "
-            f"Log it when the store works again: ragsweep-log {record.artifacts_dir}"
-        ) from exc
+        raise not_logged(cfg, record.artifacts_dir, reason(exc)) from exc
+
+
+def not_logged(cfg: TrackingConfig, run_dir: Path, why: str) -> TrackingStoreError:
+    """The error of a run whose directory holds it all but that was not logged (``why``)."""
+    return TrackingStoreError(
+        f"run directory {run_dir} holds the whole run ({RECORD_FILE} and "
+        f"its artifacts) but it was not logged to {_uri_or_config(cfg)}: {why}. "
+        f"Log it when the store works again: ragsweep-log {run_dir}"
+    )
 
 
 def _uri_or_config(cfg: TrackingConfig) -> str:
