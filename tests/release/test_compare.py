@@ -13,7 +13,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from ragsweep.cli.release import compare_main
-from ragsweep.release.compare import adjust_candidates, compare_runs, render_markdown
+from ragsweep.release.compare import adjust_candidates, compare_runs
+from ragsweep.release.comparison_markdown import render_markdown
 from ragsweep.release.errors import ComparisonError
 from ragsweep.release.store import RunStore
 

@@ -30,7 +30,8 @@ from ragsweep.index.base import IndexProvenance, Query, Ranked, scope_masker, to
 from ragsweep.index.encoding import ModelIdentity
 from ragsweep.index.tokenize import _CJK_RUN, _TOKEN, TokenizerConfig, _ngrams, tokenize
 from ragsweep.run.config import resolve, select_cases
-from ragsweep.run.pipeline import Timer, build_index
+from ragsweep.run.pipeline import build_index
+from ragsweep.run.timer import Timer
 from tests.conftest import ComposeFn
 
 RAW = {"steps": []}

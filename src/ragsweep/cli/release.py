@@ -31,12 +31,8 @@ from ragsweep.core import tags as tag
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.names import HOLDOUT, TUNING
 from ragsweep.core.terminal import markdown_table
-from ragsweep.release.compare import (
-    adjust_candidates,
-    compare_runs,
-    log_comparison,
-    render_markdown,
-)
+from ragsweep.release.compare import adjust_candidates, compare_runs, log_comparison
+from ragsweep.release.comparison_markdown import render_markdown
 from ragsweep.release.errors import RunLookupError, ThresholdsError
 from ragsweep.release.gate import pinned_run, render_outcome, run_gate
 from ragsweep.release.nightly import DEFAULT_DROP, run_nightly

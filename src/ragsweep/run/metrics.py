@@ -79,7 +79,7 @@ EVAL_SECONDS = "eval_seconds"
 ARTIFACTS_SECONDS = "artifacts_seconds"
 JUDGE_SECONDS = "judge_seconds"
 LOG_SECONDS = "log_seconds"
-"""The stages a run times (:class:`ragsweep.run.pipeline.Timer`), logged as metrics;
+"""The stages a run times (:class:`ragsweep.run.timer.Timer`), logged as metrics;
 ``log_seconds`` (logging's own time) is reported, not logged."""
 
 COUNTS: dict[str, str] = {
