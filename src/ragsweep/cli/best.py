@@ -239,7 +239,8 @@ def axis_decisions(result: Mapping[str, Any]) -> list[str]:
 
 
 def _against_start(chosen: Mapping[str, Any] | None, start: Mapping[str, Any] | None) -> str:
-    """``; start 400 kept`` or ``; vs start 400: Δ +0.108 [+0.058, +0.161], p <0.001``."""
+    """``; start 400 kept`` or ``; vs start 400: Δ +0.108 [+0.058, +0.161], p <0.001
+    (adjusted 0.002)``."""
     if start is None or chosen is None:
         return ""
     if start is chosen:
@@ -249,10 +250,12 @@ def _against_start(chosen: Mapping[str, Any] | None, start: Mapping[str, Any] | 
         reason = paired.get("unavailable", "not recorded")
         return f"; vs start {start['value']}: no paired comparison ({reason})"
     low, high = paired["interval"]
+    adjusted = paired.get("p_adjusted")  # what the decision used (the sweep table's p adj)
+    adjusted_text = "" if adjusted is None else f" (adjusted {p_text(adjusted)})"
     # recorded as start − chosen: turned around to read as the gain of the choice
     return (
         f"; vs start {start['value']}: Δ {-paired['delta']:+.3f} "
-        f"[{-high:+.3f}, {-low:+.3f}], p {p_text(paired['p_value'])}"
+        f"[{-high:+.3f}, {-low:+.3f}], p {p_text(paired['p_value'])}{adjusted_text}"
     )
 
 
