@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ragsweep.sweep.report import p_text
+
 RAGSWEEP = Path(sys.executable).parent / "ragsweep"
 
 
@@ -61,6 +63,9 @@ def test_best_prints_the_last_sweeps_choice_and_its_command(project: Path) -> No
     assert f"folder {project / 'outputs/multirun/sweep'}" in out
     assert f"recall_at_5 (maximize) = {final['objective']:.4f} [" in out
     assert "chunking.size=800 preprocess=nfkc" in out and "vs start" in out and " p " in out
+    (decided,) = result["axes"]  # the adjusted p the decision used, beside the raw one
+    start = next(t for t in decided["trials"] if t["incumbent"])
+    assert f"(adjusted {p_text(start['vs_chosen']['p_adjusted'])})" in out
     assert done.stdout.rstrip().splitlines()[-1] == "reproduce: " + final["command"]
     # the interval is the chosen job's own, as its report.md shows it
     low, high = report_interval(Path(final["run_dir"]), "recall_at_5").strip("[]").split(", ")
