@@ -69,6 +69,15 @@ def test_section_parent_runs_scores_at_parent_length_and_shares_rankings(
     assert parent.config_hash != plain.config_hash
     assert plain_run.cache_metrics["cache/rankings/hits"] == 0
     assert parent_run.cache_metrics["cache/rankings/hits"] == 1  # the plain run's rankings
+    # the scored result names its parents: a window run over the same rankings scores anew,
+    # the same section run again reuses the section run's scores
+    _, window_run = run("retrieval.parent=window", "retrieval.parent_chars=200")
+    assert window_run.cache_metrics["cache/rankings/hits"] == 1
+    assert window_run.cache_metrics["cache/scores/hits"] == 0
+    _, again = run(
+        "retrieval.parent=section", "retrieval.parent_chars=1000", "retrieval.respect_scope=true"
+    )
+    assert again.cache_metrics["cache/scores/hits"] == 1
     for case in parent_run.cases:
         spans = [(r.doc, r.start, r.end) for r in case.retrieved]
         assert len(spans) == len(set(spans))  # each parent once

@@ -18,12 +18,14 @@ from dataclasses import replace
 
 import numpy as np
 
+from ragsweep.chunk import chunkers as chunkers_module
 from ragsweep.chunk import parents as parents_module
 from ragsweep.chunk.chunkers import Chunk
 from ragsweep.chunk.parents import PARENTS, WINDOW, parent_chunks
 from ragsweep.chunk.table import take_rows
 from ragsweep.config.schema import RetrievalConfig
 from ragsweep.core.hashing import sha256_json, source_digest
+from ragsweep.data import spans as spans_module
 from ragsweep.data.corpus import Corpus
 from ragsweep.index.base import Ranked
 
@@ -50,7 +52,9 @@ def parents_set(chunk_set: str, cfg: RetrievalConfig) -> str:
 
 @functools.cache
 def _parents_code() -> str:
-    return source_digest(parents_module, sys.modules[__name__])
+    # parents are cut by chunkers' section finding and spans' trimming too: for a backend
+    # bringing its own chunks, the chunk set does not cover that code
+    return source_digest(parents_module, chunkers_module, spans_module, sys.modules[__name__])
 
 
 def parent_rankings(

@@ -344,7 +344,7 @@ def evaluate_cases(
             results = score_cases(cases, ranked, chunks, cfg.eval, access, complete)
         return results, summarize(results, cfg.eval, cfg.top_k)
 
-    key = scores_key(ranked, chunk_set, inputs, cfg.eval, cfg.top_k)
+    key = scores_key(ranked, chunk_set, inputs, cfg.eval, cfg.top_k, complete)
     results, summary = cached_scores(cache, key, cases, score)
     check_retrieved(results, cases, corpus, flt, cfg.embedding.backend)
     summary = replace(summary, extra={**summary.extra, **stage_latency(ranked), **index_metrics})

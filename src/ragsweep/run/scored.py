@@ -64,26 +64,27 @@ def scores_key(
     inputs: Mapping[str, Any],
     eval_cfg: EvalConfig,
     top_k: int,
+    complete: bool = True,
 ) -> str:
     """Key of a scored result: the rankings (:func:`rankings_digest`) and the chunk set
     they index, ``inputs`` (:func:`golden_inputs`), every evaluation setting that changes a
-    value or an interval (``eval.*`` but the objective), the retrieval depth and the
-    scoring code (every module of :mod:`ragsweep.eval`, the chunk table's columns and this
-    module)."""
-    return sha256_json(
-        {
-            "rankings": rankings_digest(ranked),
-            "chunk_set": chunk_set,
-            "inputs": dict(inputs),
-            "eval": {
-                **result_fields(eval_cfg),
-                "bootstrap_resamples": eval_cfg.bootstrap_resamples,
-                "seed": eval_cfg.seed,
-            },
-            "top_k": top_k,
-            "code": scoring_digest(),
-        }
-    )
+    value or an interval (``eval.*`` but the objective), the retrieval depth, the scoring
+    code (every module of :mod:`ragsweep.eval`, the chunk table's columns and this module)
+    and, when False, ``complete`` (the chunks are not the run's whole chunking, so span
+    traces leave the hitting chunk unknown; left out when True: keys as before)."""
+    key = {
+        "rankings": rankings_digest(ranked),
+        "chunk_set": chunk_set,
+        "inputs": dict(inputs),
+        "eval": {
+            **result_fields(eval_cfg),
+            "bootstrap_resamples": eval_cfg.bootstrap_resamples,
+            "seed": eval_cfg.seed,
+        },
+        "top_k": top_k,
+        "code": scoring_digest(),
+    }
+    return sha256_json(key if complete else {**key, "complete": False})
 
 
 def golden_inputs(
