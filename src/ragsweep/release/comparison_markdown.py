@@ -4,6 +4,8 @@ ranks, packing and the stage that lost its evidence (:mod:`ragsweep.release.comp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.cells import cell_len
 
 from ragsweep.core import tags as tag
@@ -13,7 +15,7 @@ from ragsweep.eval.attribution import (
     describe_counts,
 )
 from ragsweep.eval.scoring import RetrievedChunk
-from ragsweep.release.compare import Comparison, Flip, span_rows
+from ragsweep.release.compare import Comparison, Delta, Flip, span_rows
 from ragsweep.run.report import markdown_tables
 
 
@@ -38,29 +40,22 @@ def render_markdown(comparison: Comparison) -> str:
     if c.power is not None:
         lines += [f"Power: {c.power}.", ""]
     lines += ["## Overall (mean over answerable cases)", ""]
-    lines.append(
-        markdown_table(
-            ["metric", "baseline", "candidate", "Δ"],
-            [
-                [m, f"{d.baseline:.4f}", f"{d.candidate:.4f}", f"{d.delta:+.4f}"]
-                for m, d in c.overall.items()
-            ],
-        )
-    )
+    lines.append(_delta_table("metric", c.overall, 4))
     lines += ["", "## Δ by question type (candidate − baseline)", "", _by_type_table(c), ""]
     lines += _flip_sections(c)
     lines += ["## Paired significance", "", c.test.describe() + ".", ""]
     lines += ["## Latency (ms per query, retrieval only)", ""]
-    lines.append(
-        markdown_table(
-            ["measure", "baseline", "candidate", "Δ"],
-            [
-                [m, f"{d.baseline:.3f}", f"{d.candidate:.3f}", f"{d.delta:+.3f}"]
-                for m, d in c.latency.items()
-            ],
-        )
-    )
+    lines.append(_delta_table("measure", c.latency, 3))
     return fit_markdown("\n".join(lines)) + "\n"
+
+
+def _delta_table(first: str, deltas: Mapping[str, Delta], digits: int) -> str:
+    """One row per name: baseline, candidate and their difference at ``digits`` decimals."""
+    rows = [
+        [name, f"{d.baseline:.{digits}f}", f"{d.candidate:.{digits}f}", f"{d.delta:+.{digits}f}"]
+        for name, d in deltas.items()
+    ]
+    return markdown_table([first, "baseline", "candidate", "Δ"], rows)
 
 
 def _by_type_table(c: Comparison) -> str:
