@@ -19,6 +19,7 @@ from ragsweep.core.errors import ConfigError
 from ragsweep.run.describe import CHUNKING, chunking_fields
 from ragsweep.sweep.checks import Preflight, SweepProblem, axis_where, preflight
 from ragsweep.sweep.compose import Composer as SweepComposer
+from ragsweep.sweep.reuse import ReusingLoader
 from ragsweep.sweep.spec import SweepFileError, SweepSpec, load_sweep, resolve_sweep_path
 
 
@@ -42,7 +43,7 @@ def check_sweep(composer: Composer, cfg: DictConfig, name: str, sweeps_dir: Path
         return SweepCheck(None, problems=(Problem("", str(exc)),))
     arguments = [str(line) for line in cfg.hydra.overrides.task]
     try:
-        sweep_composer = SweepComposer(composer.loader, cfg, spec, arguments)
+        sweep_composer = SweepComposer(ReusingLoader(composer.loader), cfg, spec, arguments)
     except ConfigError as exc:
         return SweepCheck(spec, problems=(Problem(COMMAND_LINE, str(exc)),))
     checked = preflight(sweep_composer)

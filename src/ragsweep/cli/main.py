@@ -44,6 +44,7 @@ from omegaconf import DictConfig
 
 from ragsweep.cli.errors import check_command_line, reported_errors
 from ragsweep.cli.help import one_repository, wants_help
+from ragsweep.cli.mode import mode_from_command_line
 from ragsweep.config.app import (
     CONF_DIRS_ENV,
     CONFIG_NAME,
@@ -190,7 +191,7 @@ def main() -> None:
     try:
         with reported_errors():
             check_command_line(sys.argv[1:])
-            with one_repository() if wants_help(argv) else contextlib.nullcontext():
+            with one_repository() if wants_help(argv) else mode_from_command_line():
                 _app()
     except KeyboardInterrupt:
         ignore_interrupts()  # a second Ctrl-C while ending prints no traceback either

@@ -1,6 +1,7 @@
 """A sweep's job configs, composed as the launcher will compose them: the fixed overrides
 (the sweep file's baseline, then the command line), and each job's config composed from
-them, validated and hashed (:class:`Composed`) before anything is launched.
+them, validated and hashed (:class:`Composed`) before anything is launched; the launcher
+then runs the config composed here (:mod:`ragsweep.sweep.reuse`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hydra.core.config_loader import ConfigLoader
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
@@ -20,6 +20,7 @@ from ragsweep.config.app import plain_config
 from ragsweep.core.errors import ConfigError, RagsweepError
 from ragsweep.run.config import resolve
 from ragsweep.sweep.factors import result_values
+from ragsweep.sweep.reuse import ReusingLoader
 from ragsweep.sweep.spec import Axis, Point, SweepSpec, override_text
 
 _ABSENT = object()
@@ -61,10 +62,11 @@ class Composed:
 
 class Composer:
     """Composes the job configs of one sweep: ``config`` is the sweeper's (primary) config,
-    ``loader`` Hydra's config loader, ``arguments`` the command line's overrides."""
+    ``loader`` Hydra's config loader (which keeps each config for the launcher),
+    ``arguments`` the command line's overrides."""
 
     def __init__(
-        self, loader: ConfigLoader, config: DictConfig, spec: SweepSpec, arguments: list[str]
+        self, loader: ReusingLoader, config: DictConfig, spec: SweepSpec, arguments: list[str]
     ) -> None:
         self.loader = loader
         self.config = config
@@ -95,7 +97,7 @@ class Composer:
         """Compose, validate and hash the job config the launcher would build."""
         lines = (*overrides.values(), f"eval.objective={self.spec.objective}", *extra)
         try:
-            cfg = self.loader.load_sweep_config(self.config, list(lines))
+            cfg = self.loader.compose(self.config, list(lines))
             choices = dict(cfg.hydra.runtime.choices)
             task = copy.deepcopy(cfg)
             with read_write(task), open_dict(task):

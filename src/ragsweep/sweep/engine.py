@@ -17,7 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from hydra.plugins.launcher import Launcher
-from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
@@ -58,6 +57,7 @@ from ragsweep.sweep.result import (
     SweepResult,
     Trial,
 )
+from ragsweep.sweep.reuse import ReusingLoader
 from ragsweep.sweep.runs import SweepRuns, sweep_digest
 from ragsweep.sweep.select import (
     AxisDecision,
@@ -76,12 +76,13 @@ MULTIRUN_FILE = "multirun.yaml"
 
 class SweepRun:
     """One execution of a sweep file (see module docstring): ``config`` is the sweeper's
-    config, ``arguments`` the command line's overrides, ``resume`` whether to continue the
-    unfinished parent run of the same sweep; messages go to ``console``."""
+    config, ``loader`` Hydra's config loader as the launcher has it, ``arguments`` the
+    command line's overrides, ``resume`` whether to continue the unfinished parent run of
+    the same sweep; messages go to ``console``."""
 
     def __init__(
         self,
-        hydra_context: HydraContext,
+        loader: ReusingLoader,
         config: DictConfig,
         launcher: Launcher,
         spec: SweepSpec,
@@ -94,7 +95,7 @@ class SweepRun:
         self.launcher = launcher
         self.console = console
         self.spec = spec
-        self.composer = Composer(hydra_context.config_loader, config, spec, arguments)
+        self.composer = Composer(loader, config, spec, arguments)
         self.resume = resume
         self.max_batch_size = max_batch_size
         self.sweep_dir = Path(str(config.hydra.sweep.dir))

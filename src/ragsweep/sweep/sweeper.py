@@ -23,6 +23,7 @@ from ragsweep.config.app import sweep_dirs, tracking_settings
 from ragsweep.core.errors import RagsweepError
 from ragsweep.sweep.engine import SweepRun
 from ragsweep.sweep.grid import conclude_grid
+from ragsweep.sweep.reuse import ReusingLoader
 from ragsweep.sweep.spec import SweepFile, SweepSpec, load_sweep, resolve_sweep_path
 from ragsweep.tracking.background import logging_jobs
 
@@ -46,20 +47,21 @@ class OneAxisSweeperImpl:
         self.console = Console()  # messages are wrapped to its width (ragsweep.core.terminal)
         self.grid: BasicSweeper | None = None
         self.config: DictConfig | None = None
-        self.hydra_context: HydraContext | None = None
         self.launcher: Launcher | None = None
+        self.loader: ReusingLoader | None = None
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
         self.config = config
-        self.hydra_context = hydra_context
+        self.loader = ReusingLoader(hydra_context.config_loader)  # each job composed once
+        context = HydraContext(self.loader, hydra_context.callbacks)
         if not self.sweep_name:
             self.grid = BasicSweeper(self.max_batch_size, dict(self.params or {}))
-            self.grid.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+            self.grid.setup(hydra_context=context, task_function=task_function, config=config)
             return
         self.launcher = Plugins.instance().instantiate_launcher(
-            hydra_context=hydra_context, task_function=task_function, config=config
+            hydra_context=context, task_function=task_function, config=config
         )
 
     def sweep(self, arguments: list[str]) -> Any:
@@ -91,10 +93,10 @@ class OneAxisSweeperImpl:
         conclude_grid(jobs, SweepFile.objective, sweep_dir, self.console)
 
     def _sweep_run(self, spec: SweepSpec, arguments: list[str]) -> SweepRun:
-        assert self.config is not None and self.hydra_context is not None
+        assert self.config is not None and self.loader is not None
         assert self.launcher is not None
         return SweepRun(
-            self.hydra_context,
+            self.loader,
             self.config,
             self.launcher,
             spec,
