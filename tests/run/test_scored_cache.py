@@ -18,9 +18,10 @@ from ragsweep.data.quotes import resolve_quote
 from ragsweep.eval.scoring import CaseResult, RetrievedChunk, Summary
 from ragsweep.eval.uncertainty import Bootstrap, Bounds
 from ragsweep.run.config import resolve
+from ragsweep.run.files import CASES_STAGE
 from ragsweep.run.pipeline import RunResult, run_evaluation
 from ragsweep.run.scored import SCORES_STAGE, decode_scored, encode_scored, load_json
-from tests.conftest import ComposeFn
+from tests.conftest import ComposeFn, write_jsonl
 
 DEMO = Path(__file__).resolve().parents[2] / "demo"
 
@@ -217,3 +218,95 @@ def test_an_access_edit_is_a_scores_miss(compose_config: ComposeFn, mini_project
     again = run(compose_config, mini_project, "again", "tracking.enabled=false")
     assert again.cache_metrics["cache/scores/misses"] == 1
     assert again.cache_metrics.get("cache/scores/hits", 0) == 0
+
+
+PAGES = (
+    "Refunds are issued within 14 days of the request.",
+    "Exports: you can export all notes as a ZIP archive from Settings.",
+    "Passwords are reset from the sign-in page; the link lasts one hour.",
+)
+"""The pages of a JSONL document that has page starts (``metadata.page_starts``)."""
+
+
+def paged_project(tmp_path: Path, starts_of: tuple[int, ...]) -> Path:
+    """A JSONL corpus of one document whose page starts are the ``starts_of`` pages' own
+    starts (the text is always the same), and a golden set quoting its second and third
+    pages."""
+    text = "\n\n".join(PAGES)
+    offsets = [text.index(page) for page in PAGES]
+    write_jsonl(
+        tmp_path / "corpus.jsonl",
+        [
+            {
+                "id": "manual",
+                "text": text,
+                "metadata": {"page_starts": [offsets[i] for i in starts_of]},
+            }
+        ],
+    )
+    cases = [
+        ("q1", "How do I export my notes?", "export all notes as a ZIP archive"),
+        ("q2", "How long does a reset link last?", "the link lasts one hour"),
+    ]
+    write_jsonl(
+        tmp_path / "golden.jsonl",
+        [
+            {
+                "id": case_id,
+                "question": question,
+                "type": "factual",
+                "split": "tuning",
+                "evidence": [{"doc": "manual", "quote": quote}],
+            }
+            for case_id, question, quote in cases
+        ],
+    )
+    return tmp_path
+
+
+def paged_run(compose_config: ComposeFn, project: Path, name: str, *extra: str) -> RunResult:
+    cfg = compose_config(
+        f"corpus.path={project / 'corpus.jsonl'}",
+        f"golden.path={project / 'golden.jsonl'}",
+        f"cache.dir={project / 'cache'}",
+        "chunking.size=60",
+        "chunking.overlap=0",
+        "tracking.enabled=false",
+        *extra,
+    )
+    return run_evaluation(resolve(plain_config(cfg)), project / name)
+
+
+def case_file_entries(project: Path) -> int:
+    """How many ``case_files`` entries the project's cache holds (a run's cache figures are
+    taken before its files are written)."""
+    return len(list((project / "cache" / CASES_STAGE).glob("??/*")))
+
+
+def evidence(result: RunResult) -> list[dict[str, object]]:
+    lines = (result.output_dir / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+    return [span for line in lines for span in json.loads(line)["evidence"]]
+
+
+def evidence_pages(result: RunResult) -> list[object]:
+    return [span["page"] for span in evidence(result)]
+
+
+def test_new_page_starts_alone_give_fresh_pages_on_a_scores_hit(
+    compose_config: ComposeFn, tmp_path: Path
+) -> None:
+    """The corpus content hash leaves metadata out, so the scored result is reused when
+    only page starts move; the case files, whose evidence pages come from them, are not."""
+    project = paged_project(tmp_path, (0, 1, 2))
+    three = paged_run(compose_config, project, "three")
+    assert evidence_pages(three) == [2, 3]
+    paged_run(compose_config, project, "again")
+    assert case_file_entries(project) == 1  # unchanged pages: the case files are copied
+
+    paged_project(tmp_path, (0, 2))  # pages 1-2 are one page now: same text, same scores
+    two = paged_run(compose_config, project, "two")
+    assert two.cache_metrics["cache/scores/hits"] == 1
+    assert case_file_entries(project) == 2
+    assert evidence_pages(two) == [1, 2]
+    fresh = paged_run(compose_config, project, "fresh", "cache.enabled=false")
+    assert evidence(two) == evidence(fresh)  # (search timings differ: ranked again)

@@ -264,8 +264,8 @@ def test_an_ended_log_is_reported_unless_its_marker_went_or_its_run_directory_is
 def test_a_store_on_a_network_file_system_is_logged_in_the_run_s_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragsweep.tracking import background as background_log
-    from ragsweep.tracking.background import filesystem_type, store_is_ready
+    from ragsweep.tracking import ready
+    from ragsweep.tracking.ready import filesystem_type, store_is_ready
 
     mountinfo = (
         "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
@@ -280,5 +280,5 @@ def test_a_store_on_a_network_file_system_is_logged_in_the_run_s_process(
     client.search_experiments()
     assert store_is_ready(f"sqlite:///{db}")
     (tmp_path / "mountinfo").write_text(mountinfo)
-    monkeypatch.setattr(background_log, "MOUNTINFO", tmp_path / "mountinfo")
+    monkeypatch.setattr(ready, "MOUNTINFO", tmp_path / "mountinfo")
     assert not store_is_ready(f"sqlite:///{db}")

@@ -19,8 +19,8 @@ from mlflow.store.db.utils import _get_latest_schema_revision
 from mlflow.tracking import MlflowClient
 
 from ragsweep.core import tags as tag
-from ragsweep.tracking.background import experiment_is_ready
 from ragsweep.tracking.log import LOG_FILE
+from ragsweep.tracking.ready import experiment_is_ready
 from ragsweep.tracking.schema_head import mlflow_schema_head
 from tests.run.test_pipeline import project_overrides
 

@@ -39,6 +39,7 @@ from ragsweep.core.jsonline import json_line
 from ragsweep.core.names import CASES_FILE, CHUNKS_FILE, TABLE_FILE
 from ragsweep.data.corpus import Corpus
 from ragsweep.data.golden import GoldenCase
+from ragsweep.data.parsers import PAGE_STARTS
 from ragsweep.eval import measures
 from ragsweep.eval.case_table import TableLayout, case_fields, case_table
 from ragsweep.eval.scoring import CaseResult, Summary
@@ -180,7 +181,7 @@ def _copy_case_files(
     try:
         data = stored.cache.get_or_build(
             CASES_STAGE,
-            cases_key(stored.scores_key),
+            cases_key(stored.scores_key, evidence_pages(run.cases, run.corpus)),
             lambda folder: _encode_case_files(folder, run, retrieved, eval_cfg, {}),
             lambda folder: [(folder / name).read_bytes() for name in names],
         )
@@ -192,11 +193,24 @@ def _copy_case_files(
         write_bytes_atomic(output_dir / name, content)
 
 
-def cases_key(scores_key: str) -> str:
-    """Key of the case files of the scored result ``scores_key``: it and the code that
-    encodes and writes them (this module, :mod:`ragsweep.eval.case_table` is in the scores
-    key, :mod:`ragsweep.core.hashing` and :mod:`ragsweep.core.atomic`)."""
-    return sha256_json({"scores": scores_key, "writer": _writer_digest()})
+def cases_key(scores_key: str, pages: str) -> str:
+    """Key of the case files of the scored result ``scores_key``: it, the page starts of the
+    documents the cases cite (``pages``, :func:`evidence_pages`) and the code that encodes
+    and writes them (this module, :mod:`ragsweep.eval.case_table` is in the scores key,
+    :mod:`ragsweep.core.hashing` and :mod:`ragsweep.core.atomic`)."""
+    return sha256_json({"scores": scores_key, "pages": pages, "writer": _writer_digest()})
+
+
+def evidence_pages(cases: Sequence[GoldenCase], corpus: Corpus) -> str:
+    """sha256 of the page starts (``metadata.page_starts``) of every document the ``cases``
+    cite as evidence that has pages: what the ``page`` of an evidence span in
+    ``cases.jsonl`` is read from (:func:`~ragsweep.eval.case_table.case_fields`), and what
+    the corpus content hash in the scores key leaves out (a JSONL corpus's page starts
+    edited, a PDF parser moving page breaks without changing the text). Only the cited
+    documents are read: a few, however large the corpus."""
+    cited = sorted({span.doc for case in cases for span in case.evidence})
+    pages = {doc: corpus.get(doc).metadata.get(PAGE_STARTS) for doc in cited}
+    return sha256_json({doc: starts for doc, starts in pages.items() if starts})
 
 
 def _finite(result: CaseResult, extras: Mapping[str, Mapping[str, Any]]) -> bool:

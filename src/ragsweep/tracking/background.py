@@ -36,13 +36,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -64,14 +63,12 @@ from ragsweep.tracking.logger import (
     parse_answer,
     tags_set,
 )
-from ragsweep.tracking.schema_head import mlflow_schema_head
+from ragsweep.tracking.ready import experiment_is_ready, store_is_ready
+from ragsweep.tracking.server import HEALTH_TIMEOUT_SECONDS
 from ragsweep.tracking.store import (
-    SQLITE_TIMEOUT_SECONDS,
     TrackingStoreError,
     pending_dir,
-    read_sqlite_state,
     report_failed,
-    sqlite_path,
     tracking_uri,
 )
 
@@ -102,85 +99,6 @@ BACKGROUND_RULES: dict[str, Callable[[], bool]] = {
 """``tracking.background`` → whether a single run may log in the background. ``auto``
 keeps scripts and pipes synchronous: a script that runs ``ragsweep`` and then reads the
 store with MLflow's own client finds the run there."""
-
-
-NETWORK_FILESYSTEMS = frozenset(
-    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "gpfs"}
-    | {"fuse.sshfs", "fuse.glusterfs", "fuse.ceph", "beegfs"}
-)
-"""File-system types (``/proc/self/mountinfo``) on which Linux emulates ``flock`` with
-per-process locks that a child does not inherit; a store on one logs in the run's own
-process."""
-MOUNTINFO = Path("/proc/self/mountinfo")
-
-
-def filesystem_type(path: Path, mountinfo: str | None = None) -> str | None:
-    """The type of the file system holding ``path`` (the mount with the longest mount point
-    above it in ``mountinfo``, this process's ``/proc/self/mountinfo`` by default); None
-    where that cannot be read (not Linux)."""
-    if mountinfo is None:
-        try:
-            mountinfo = MOUNTINFO.read_text(encoding="utf-8")
-        except OSError:
-            return None
-    target = path.resolve()
-    best: tuple[int, str] | None = None
-    for line in mountinfo.split("\n"):
-        fields, _, rest = line.partition(" - ")
-        parts = fields.split()
-        if len(parts) < 5 or not rest:
-            continue
-        point = Path(parts[4].replace("\\040", " "))
-        if (target == point or point in target.parents) and (
-            best is None or len(point.parts) > best[0]
-        ):
-            best = (len(point.parts), rest.split()[0])
-    return None if best is None else best[1]
-
-
-def store_is_ready(uri: str) -> bool:
-    """True when ``uri`` is a local SQLite file that exists with a complete schema at the
-    installed MLflow's head revision (read with ``sqlite3``, without MLflow; an older or
-    newer store is migrated or refused in-process, before any work): the only store a run
-    hands to a logger, so a store to create, migrate, repair or reach over the network is
-    still checked before any work, in the run's own process."""
-    path = sqlite_path(uri)
-    if path is None or not path.is_file() or path.stat().st_size == 0:
-        return False
-    if filesystem_type(path) in NETWORK_FILESYSTEMS:
-        return False  # flock there is per process, not inherited: markers would not hold
-    try:
-        state = read_sqlite_state(path)
-    except Exception:  # unreadable: the in-process check reports it properly
-        return False
-    head = mlflow_schema_head()
-    return (
-        head is not None
-        and state.version == head
-        and not state.problems()
-        and "experiments" in state.tables
-    )
-
-
-ACTIVE_STAGE = "active"
-"""MLflow's ``lifecycle_stage`` of an experiment that is not deleted."""
-
-
-def experiment_is_ready(uri: str, experiment: str) -> bool:
-    """True when :func:`store_is_ready` and the store holds ``experiment``, not deleted
-    (read with ``sqlite3``, without MLflow): then opening the store is all that is left to
-    do before logging, and a logger process can do it while the run computes."""
-    path = sqlite_path(uri)
-    if path is None or not store_is_ready(uri):
-        return False
-    query = "SELECT lifecycle_stage FROM experiments WHERE name = ?"
-    try:
-        read_only = f"{path.resolve().as_uri()}?mode=ro"
-        with closing(sqlite3.connect(read_only, uri=True, timeout=SQLITE_TIMEOUT_SECONDS)) as db:
-            row = db.execute(query, (experiment,)).fetchone()
-    except sqlite3.Error:  # the in-process check reports it properly
-        return False
-    return row is not None and row[0] == ACTIVE_STAGE
 
 
 def wants_background(cfg: TrackingConfig, multirun: bool) -> bool:
@@ -334,14 +252,16 @@ def early_logger(cfg: TrackingConfig, run_dir: Path) -> SweepLogger | None:
     work, and MLflow is never imported by the run's process (:func:`log_through`). None:
     the run checks the store and logs in its own process (a store or experiment to create
     or repair, another kind of store, ``tracking.background=never``). The logger's output
-    (its waiting for the store's lock, repairs, a crash) goes to ``run_dir``'s ``LOG_FILE``."""
+    (its waiting for the store's lock, repairs, a crash) goes to ``run_dir``'s ``LOG_FILE``.
+    Raises TrackingStoreError, before any work, when the store is a tracking server that
+    does not answer (:mod:`ragsweep.tracking.server`)."""
     if not cfg.enabled or cfg.background == "never":
         return None
     try:
         uri = tracking_uri(cfg)
     except RagsweepError:  # reported by the in-process check, as before
         return None
-    if not experiment_is_ready(uri, cfg.experiment):
+    if not experiment_is_ready(uri, cfg.experiment, probe_seconds(cfg)):
         return None
     report_failed(uri)  # earlier background logs that did not land, as opening the store says
     try:
@@ -356,13 +276,21 @@ def left_to(logger: SweepLogger | None, cfg: TrackingConfig) -> bool:
     """Whether a run handing its record to ``logger`` (a sweep's or its own) leaves opening
     the store to it: the store and experiment are ready (:func:`experiment_is_ready`), so
     nothing the run's process could refuse before its work is left but what the logger's
-    own opening of the store finds."""
+    own opening of the store finds. Raises TrackingStoreError, before any work, when the
+    store is a tracking server that does not answer."""
     if logger is None or not cfg.enabled:
         return False
     try:
-        return experiment_is_ready(tracking_uri(cfg), cfg.experiment)
+        uri = tracking_uri(cfg)
     except RagsweepError:  # reported by the in-process check, as before
         return False
+    return experiment_is_ready(uri, cfg.experiment, probe_seconds(cfg))
+
+
+def probe_seconds(cfg: TrackingConfig) -> float:
+    """How long a tracking server has to answer whether it is ready: a short while, and
+    never longer than ``tracking.timeout``."""
+    return min(float(cfg.timeout), HEALTH_TIMEOUT_SECONDS)
 
 
 def log_through(logger: SweepLogger, cfg: TrackingConfig, record: RunRecord) -> str:

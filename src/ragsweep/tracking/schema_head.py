@@ -5,7 +5,7 @@ revision there names as its ``down_revision`` (what
 
 A store whose ``alembic_version`` is another revision (older: to migrate; newer: written
 by a later MLflow, refused) is opened in the run's own process before any work, never left
-to a logger (:func:`ragsweep.tracking.background.store_is_ready`).
+to a logger (:func:`ragsweep.tracking.ready.store_is_ready`).
 """
 
 from __future__ import annotations
