@@ -191,6 +191,32 @@ def test_a_better_search_result_that_is_not_significant_is_not_adopted(tmp_path:
     assert "+2/−0, p = 0.500, adjusted 1.000" in result.search.why
 
 
+def test_an_axis_only_another_value_brings_in_is_left_out_of_a_trial(tmp_path: Path) -> None:
+    # embedding.options.alpha exists only with embedding=hybrid (the pass skips it on bm25)
+    sweep = (
+        "axes:\n  - embedding: [bm25, hybrid]\n  - embedding.options.alpha: [0.3, 0.7]\n"
+        "objective: recall_at_5\nstrategy: optuna\ntrials: 6\n"
+    )
+    path = write_sweep(tmp_path, sweep, "alpha.yaml")
+    result = multirun(Backend(), tmp_path, "alpha", f"sweep={path}", "tracking.enabled=false")
+    assert result.search is not None and [s.number for s in result.skipped] == [2]
+    trials = result.search.trials
+    assert {t.status for t in trials} <= {"new", "reused"}  # none invalid
+    assert {dict(t.values)["embedding"] for t in trials} == {"bm25", "hybrid"}
+    for trial in trials:
+        values = dict(trial.values)
+        assert ("embedding.options.alpha" in values) == (values["embedding"] == "hybrid")
+
+
+class Backend:
+    """A fake objective by retrieval backend (and the hybrid's weight)."""
+
+    def __call__(self, cfg: DictConfig) -> float:
+        if cfg.embedding.backend == "bm25":
+            return 0.5
+        return 0.4 + float(cfg.embedding.options.alpha) / 10
+
+
 def test_the_same_seed_asks_the_same_trials(tmp_path: Path) -> None:
     axes = "  - chunking.mode: [fixed, paragraph, heading]\n  - chunking.size: [400, 800, 1200]\n"
     spec = load_sweep(write_sweep(tmp_path, SWEEP.replace(SWEEP[SWEEP.index("  - ") :], axes)))

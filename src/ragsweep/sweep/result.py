@@ -181,13 +181,14 @@ class SearchResult:
     """A search's trials (in the order asked), the configurations of the passes told to its
     sampler before the first trial (``told``), the index of its best trial (None: no trial
     had a clean objective), and what was decided: ``adopted`` (the search's best replaced
-    the passes' winner) and ``why``, in words."""
+    the passes' winner; None: not decided, the sweep stopped before) and ``why``, in
+    words."""
 
     sampler: str
     trials: tuple[SearchTrial, ...]
     told: int = 0
     best: int | None = None
-    adopted: bool = False
+    adopted: bool | None = None
     why: str = ""
 
     @property
@@ -203,7 +204,7 @@ class SearchResult:
             "sampler": self.sampler,
             "told": self.told,
             "best_trial": None if best is None else best.number,
-            "outcome": "adopted" if self.adopted else "kept",
+            "outcome": None if self.adopted is None else ("adopted" if self.adopted else "kept"),
             "why": self.why,
             "trials": [t.to_dict() for t in self.trials],
         }

@@ -431,7 +431,7 @@ def decision_metrics(result: SweepResult) -> dict[str, float]:
     the configurations evaluated; after a search, ``search_trials`` and ``search_adopted``
     (1: its best replaced the one-axis winner)."""
     values: dict[str, float] = {"sweep_configurations": float(result.configurations)}
-    if result.search is not None:
+    if result.search is not None and result.search.adopted is not None:
         values["search_trials"] = float(len(result.search.trials))
         values["search_adopted"] = float(result.search.adopted)
     for number, axis_result in enumerate(result.axes, start=1):
