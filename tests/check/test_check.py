@@ -126,7 +126,8 @@ def test_every_sweep_value_is_checked_on_the_baseline(project: Path) -> None:
         "(options: nfkc, nfkc_synonyms, none); did you mean 'nfkc'?",
     ]
     assert messages(["sweep=chunkin"])[0].endswith(
-        "(sweeps: access, bad, chunking, grid_small, retrieval); did you mean 'chunking'?"
+        "(sweeps: access, bad, chunking, chunking_search, grid_small, retrieval); "
+        "did you mean 'chunking'?"
     )
 
 

@@ -13,7 +13,7 @@ from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
 from ragsweep.cli.help import PRIVATE_METHOD, one_repository
 
-HEAVY = ("mlflow", "sqlalchemy", "alembic", "ragsweep.run.pipeline")
+HEAVY = ("mlflow", "sqlalchemy", "alembic", "optuna", "ragsweep.run.pipeline")
 
 ORIGINAL = ConfigLoaderImpl.__dict__[PRIVATE_METHOD]
 

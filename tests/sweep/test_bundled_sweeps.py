@@ -26,12 +26,15 @@ NEEDS: dict[str, tuple[tuple[str, ...], tuple[pytest.MarkDecorator, ...]]] = {
 }
 
 
-ELSEWHERE = {"access": "tests/sweep/test_sweep_access.py"}
+ELSEWHERE = {
+    "access": "tests/sweep/test_sweep_access.py",
+    "chunking_search": "tests/sweep/test_search.py",
+}
 """Bundled sweeps run end to end (and checked) by a test of their own."""
 
 
 def test_every_bundled_sweep_is_covered() -> None:
-    assert BUNDLED == ["access", "chunking", "grid_small", "retrieval"]
+    assert BUNDLED == ["access", "chunking", "chunking_search", "grid_small", "retrieval"]
 
 
 @pytest.fixture(scope="module")

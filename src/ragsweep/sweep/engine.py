@@ -6,8 +6,9 @@ evaluated before (in this sweep, or logged under the same parent run by an inter
 attempt) are not launched again; the rest go to the launcher as one batch (:mod:`.launch`).
 The objective each job returns, and the per-case objective in each job's ``cases.jsonl``
 (for the paired test), decide the value carried forward (:mod:`.select`). Before any job,
-every axis is checked to vary one factor (:mod:`.checks`). At the end, or when stopped,
-the result is written, logged on the parent run and printed.
+every axis is checked to vary one factor (:mod:`.checks`). A strategy with a search
+(``strategy: optuna``) runs it after the pass (:mod:`.search`). At the end, or when
+stopped, the result is written, logged on the parent run and printed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ragsweep.data.corpus import Corpus, corpus_files_digest, load_corpus
 from ragsweep.data.golden import GoldenSet, load_golden
 from ragsweep.run.config import RunConfig
 from ragsweep.run.notes import config_summary
+from ragsweep.sweep.candidates import Candidates
 from ragsweep.sweep.checks import (
     check_axis_factors,
     factors_note,
@@ -39,7 +41,7 @@ from ragsweep.sweep.checks import (
 from ragsweep.sweep.compose import Composed, Composer
 from ragsweep.sweep.factors import Factors
 from ragsweep.sweep.launch import AxisJobs, JobLauncher
-from ragsweep.sweep.paired import CaseValues, Unpaired, read_case_values
+from ragsweep.sweep.paired import CaseValues
 from ragsweep.sweep.report import (
     PLOT_FILE,
     SUMMARY_FILE,
@@ -53,12 +55,12 @@ from ragsweep.sweep.result import (
     AxisResult,
     FinalConfig,
     SkippedAxis,
-    Status,
     SweepResult,
     Trial,
 )
 from ragsweep.sweep.reuse import ReusingLoader
 from ragsweep.sweep.runs import SweepRuns, sweep_digest
+from ragsweep.sweep.search import Search
 from ragsweep.sweep.select import (
     AxisDecision,
     Candidate,
@@ -67,7 +69,7 @@ from ragsweep.sweep.select import (
     decide,
 )
 from ragsweep.sweep.spec import Axis, Point, SweepSpec
-from ragsweep.sweep.state import Current, Evaluation, SweepState
+from ragsweep.sweep.state import Current, Evaluation, SweepState, trial_status
 from ragsweep.tracking.background import drain_active, logging_jobs
 
 MULTIRUN_FILE = "multirun.yaml"
@@ -105,6 +107,7 @@ class SweepRun:
         self.access = False
         """Whether the corpus has access metadata: then a value's leaks must be known for
         it to be adopted."""
+        self.candidates = Candidates(self.state, spec.objective, False, None)
 
     def run(self) -> SweepResult:
         """Check the axes, read the golden set and the corpus, make the sweep folder, then
@@ -120,6 +123,8 @@ class SweepRun:
         self.access = bool(inputs[1].access)
         self._save_sweep_config()  # before the parent exists: a failure leaves none RUNNING
         self.runs = self._open_runs(baseline, multi_factor, inputs)
+        client = self.runs.client if self.runs is not None else None
+        self.candidates = Candidates(self.state, self.spec.objective, self.access, client)
         self.jobs = JobLauncher(
             self.launcher,
             self.spec,
@@ -151,6 +156,8 @@ class SweepRun:
                     if self.spec.passes == 1
                     else f"max_passes ({self.spec.passes}) reached"
                 )
+            if self.spec.searches:
+                current = self._search(current)
             final = self._final(current)
             if self.state.failed:
                 raise JobsFailedError(failed_message(self.state.failed, self.runs))
@@ -257,7 +264,11 @@ class SweepRun:
         incumbent = current.composed
         points = axis.points()
         composed = [
-            self.composer.compose(current.with_point(p), self.jobs.tracking_lines(number, axis, p))
+            self.state.remember(
+                self.composer.compose(
+                    current.with_point(p), self.jobs.tracking_lines(number, axis, p)
+                )
+            )
             for p in points
         ]
         factors = check_axis_factors(self.spec, number, axis, incumbent, points, composed)
@@ -311,7 +322,7 @@ class SweepRun:
             f"axis {number}/{len(self.spec.axes)} {axis.label}: the start value {point.label} "
             "is not among the values; it runs too, as the value to beat",
         )
-        return [(point, composed_start)]
+        return [(point, self.state.remember(composed_start))]
 
     def _carried_incumbent(
         self, axis: Axis, incumbent: Composed, composed: Sequence[Composed], launched: set[str]
@@ -340,7 +351,7 @@ class SweepRun:
         known = self.state.evaluated[composed.config_hash]
         return Trial(
             point,
-            _status(known, composed.config_hash, launched),
+            trial_status(known, composed.config_hash, launched),
             known.objective,
             composed.config_hash,
             known.run_id,
@@ -354,7 +365,7 @@ class SweepRun:
         self, number: int, axis: Axis, trials: Sequence[Trial], factors: Factors
     ) -> AxisResult:
         """Choose the axis' value and compare every other value with it, case by case."""
-        candidates = [self._candidate(t) for t in trials]
+        candidates = [self.candidates.of(t.config_hash, t.objective) for t in trials]
         trials = [replace(t, leaks=c.leaks) for t, c in zip(trials, candidates, strict=True)]
         incumbent_at = next((i for i, t in enumerate(trials) if t.incumbent), None)
         try:
@@ -392,26 +403,6 @@ class SweepRun:
             self.state.pass_number,
         )
 
-    def _candidate(self, trial: Trial) -> Candidate:
-        if trial.objective is None or trial.config_hash is None:
-            return Candidate(None, trial.config_hash, None)
-        cases = self._case_values(trial.config_hash)
-        leaks = None
-        if self.access:  # from its cases, else from its summary's logged metric
-            logged = self.state.evaluated[trial.config_hash].acl_leaks
-            leaks = cases.leaks if isinstance(cases, CaseValues) else logged
-        return Candidate(trial.objective, trial.config_hash, cases, leaks, self.access)
-
-    def _case_values(self, config_hash: str) -> CaseValues | Unpaired:
-        """The per-case objective of an evaluated configuration (read once per sweep)."""
-        if config_hash not in self.state.cases:
-            known = self.state.evaluated[config_hash]
-            client = self.runs.client if self.runs is not None else None
-            self.state.cases[config_hash] = read_case_values(
-                self.spec.objective, known.run_dir, known.run_id, client
-            )
-        return self.state.cases[config_hash]
-
     def _describe_axis(self, composed: Sequence[Composed]) -> None:
         """Rewrite the descriptions of the runs of the axis just decided (the parent knows
         now which value was kept); ``composed``: the axis' configurations."""
@@ -438,6 +429,10 @@ class SweepRun:
         for t in trials:
             if t.status == "invalid":
                 say(self.console, f"invalid {t.point.label}: {t.error or ''}", "  ", style="yellow")
+        self._report_choice(result)
+
+    def _report_choice(self, result: AxisResult) -> None:
+        """The chosen value and the runner-up's paired comparison with it."""
         best = result.best
         assert best is not None and best.objective is not None
         chosen_lines = " ".join(best.point.lines.values())
@@ -460,6 +455,23 @@ class SweepRun:
                 "  ",
                 style="red",
             )
+
+    # -- the search ---------------------------------------------------------------------------
+
+    def _search(self, winner: Current) -> Current:
+        """The search after the pass (:mod:`.search`); its decision is described on its
+        runs and printed like an axis'. Return the configuration chosen."""
+        assert self.jobs is not None
+        search = Search(
+            self.spec, self.composer, self.jobs, self.state, self.candidates, self.console
+        )
+        chosen = search.run(winner)
+        trials = self.state.axes[-1].trials
+        self._describe_axis([self.state.configs[t.config_hash] for t in trials if t.config_hash])
+        self._report_choice(self.state.axes[-1])
+        assert self.state.search is not None
+        say(self.console, self.state.search.why, "  ")
+        return chosen
 
     # -- the end ------------------------------------------------------------------------------
 
@@ -490,6 +502,7 @@ class SweepRun:
             passes=self.state.pass_number,
             stopped=self.state.stopped,
             evaluated=self._evaluated(),
+            search=self.state.search,
         )
         files = [
             result.write_yaml(self.sweep_dir / RESULT_FILE),
@@ -503,9 +516,16 @@ class SweepRun:
         return result
 
     def _evaluated(self) -> tuple[dict[str, object], ...]:
-        """Every configuration the sweep has an objective for, in evaluation order."""
+        """Every configuration the sweep has an objective for, in evaluation order, with
+        its value of each axis (``point``; None for one logged before a resume and not
+        composed since)."""
         return tuple(
-            {"config_hash": config_hash, "objective": known.objective, "run_id": known.run_id}
+            {
+                "config_hash": config_hash,
+                "objective": known.objective,
+                "run_id": known.run_id,
+                "point": self.state.values_of(config_hash, self.spec.axes),
+            }
             for config_hash, known in self.state.evaluated.items()
         )
 
@@ -532,11 +552,3 @@ def _with_decision(trial: Trial, candidate: Candidate, decision: AxisDecision, i
     if isinstance(candidate.cases, CaseValues):
         n = len(candidate.cases.by_case) if n is None else n
     return replace(trial, paired=decision.paired[index], n=n)
-
-
-def _status(known: Evaluation, config_hash: str, launched: set[str]) -> Status:
-    """How a configuration with a known objective got it on this axis: ``new`` if it was
-    launched for this axis, ``resumed`` if logged before a resume, else ``reused``."""
-    if config_hash in launched:
-        return "new"
-    return "resumed" if known.status == "resumed" else "reused"

@@ -31,12 +31,15 @@ RUN_NAME_KEY = "tracking.run_name"
 
 @dataclass(frozen=True)
 class AxisJobs:
-    """One axis' configurations as launched: ``points[i]`` composed as ``composed[i]``."""
+    """One axis' configurations as launched: ``points[i]`` composed as ``composed[i]``;
+    ``title``: the launching line's words before ``: launching`` (default: the axis, its
+    number and how many of its configurations are launched)."""
 
     number: int
     axis: Axis
     points: Sequence[Point]
     composed: Sequence[Composed]
+    title: str = ""
 
 
 class JobLauncher:
@@ -69,11 +72,18 @@ class JobLauncher:
         """Every key the sweep's axes set (names shorten each to what tells it apart)."""
         return [key for axis in self.spec.axes for key in axis.keys]
 
-    def tracking_lines(self, number: int, axis: Axis, point: Point) -> list[str]:
-        """Overrides that attach a job's run to the parent and tag its axis and value."""
+    def tracking_lines(
+        self, number: int, axis: Axis, point: Point, extra: Mapping[str, str] | None = None
+    ) -> list[str]:
+        """Overrides that attach a job's run to the parent and tag its axis and value (and
+        the ``extra`` tags)."""
         if self.runs is None:
             return []
-        tags = {**child_tags(self.spec, number, axis.label, point.label), **self.runs.inputs}
+        tags = {
+            **child_tags(self.spec, number, axis.label, point.label),
+            **self.runs.inputs,
+            **(extra or {}),
+        }
         pairs = ", ".join(f"{key}: {override_text(str(value))}" for key, value in tags.items())
         lines = [f"tracking.parent_run_id={self.runs.parent_id}", f"++tracking.tags={{{pairs}}}"]
         if RUN_NAME_KEY not in self.fixed:  # the user's tracking.run_name wins
@@ -152,6 +162,9 @@ class JobLauncher:
 
 
 def _say_launching(console: Console, spec: SweepSpec, jobs: AxisJobs, count: int) -> None:
+    if jobs.title:
+        say(console, f"{jobs.title}: launching")
+        return
     say(
         console,
         f"axis {jobs.number}/{len(spec.axes)} {jobs.axis.label}: launching {count} of "

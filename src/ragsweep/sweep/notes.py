@@ -5,7 +5,7 @@ and later axes it started from as the value to beat), the axis, its value, wheth
 value was chosen, the objective and its difference from the chosen value, and links to
 the parent run. The parent's names the best child with a link and lists the decision of
 each axis: the chosen value, its objective and the runner-up's Δ, changed cases, p and
-adjusted p. Links are the UI's
+adjusted p (and, after a search, why its best was adopted or not). Links are the UI's
 own addresses (``#/experiments/<id>/runs/<run id>``), relative to the MLflow UI's page.
 """
 
@@ -142,4 +142,6 @@ def parent_note(result: SweepResult, experiment_id: str, best_name: str | None =
         ]
         cells = [[cell.replace("|", "\\|") for cell in row] for row in rows]
         lines += ["", markdown_table(header, cells)]
+    if result.search is not None and result.search.why:
+        lines += ["", f"Search ({len(result.search.trials)} trials): {result.search.why}"]
     return "\n".join(lines)

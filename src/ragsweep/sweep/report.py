@@ -7,7 +7,9 @@ the answerable cases), and against the chosen value on the same cases the paired
 ``1 − alpha``), the cases that went up and down (``+/−``), the test's p-value and its
 family-wise adjusted p (``p adj``, what decisions use). A p-value of a comparison with too
 few changed cases for any test to reach alpha is marked ``†``. A chosen value not
-distinguishable from the runner-up (adjusted p > alpha) is marked ``✓*``.
+distinguishable from the runner-up (adjusted p > alpha) is marked ``✓*``. A search
+(``strategy: optuna``) adds its decision as one more section (the one-axis winner against
+the search's best) and a footer line; ``sweep_summary.md`` also lists its trials.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ragsweep.eval.power import min_discordant
 from ragsweep.sweep.factors import MAX_LISTED, describe
 from ragsweep.sweep.family import NO_ADJUSTMENT
 from ragsweep.sweep.paired import PairedDifference, Unpaired
-from ragsweep.sweep.result import RESULT_FILE, AxisResult, SweepResult, Trial
+from ragsweep.sweep.result import RESULT_FILE, STATUSES, AxisResult, SweepResult, Trial
 
 INTERVAL = "interval"
 RAW_P = "p"
@@ -179,6 +181,7 @@ def _footer(result: SweepResult) -> list[str]:
             f"strategy {result.spec.strategy}: {result.passes} pass(es) over the axes, "
             f"{result.stopped}"
         )
+    lines += _search_lines(result)
     if result.final is not None:
         lines.append(f"final {result.spec.objective} = {result.final.objective:.4f}")
         lines.append(REPRODUCE + " ".join(result.final.overrides))
@@ -193,6 +196,41 @@ def _footer(result: SweepResult) -> list[str]:
         lines.append(f"parent run {result.parent_run_id}")
     lines.append(f"results in {result.sweep_dir / RESULT_FILE}")
     return lines
+
+
+def _search_lines(result: SweepResult) -> list[str]:
+    """What the search did and why the final configuration is the one chosen."""
+    search = result.search
+    if search is None:
+        return []
+    counts = ", ".join(
+        f"{search.count(status)} {status}" for status in STATUSES if search.count(status)
+    )
+    lines = [
+        f"strategy {result.spec.strategy}: one pass, then {len(search.trials)} of "
+        f"{result.spec.trials} trial(s) of Optuna's {search.sampler} (seed "
+        f"{result.spec.seed}; the pass's {search.told} configuration(s) told first): "
+        f"{counts or 'none run'}"
+    ]
+    return lines + ([f"search: {search.why}"] if search.why else [])
+
+
+def search_rows(result: SweepResult) -> tuple[list[str], list[list[str]]]:
+    """The search's trials as a table: the header (``trial``, each axis, the objective,
+    ``status``) and one row per trial (``-``: an axis left out, or no objective)."""
+    labels = [axis.label for axis in result.spec.axes]
+    header = ["trial", *labels, result.spec.objective, "status"]
+    rows = []
+    best = None if result.search is None else result.search.best_trial
+    for trial in result.search.trials if result.search else ():
+        values = dict(trial.values)
+        objective = "-" if trial.objective is None else f"{trial.objective:.4f}"
+        mark = f"{CHOSEN} " if best is not None and trial.number == best.number else ""
+        status = f"{trial.status}, leak" if trial.leaked else trial.status
+        rows.append(
+            [f"{mark}{trial.number}", *(values.get(a, "-") for a in labels), objective, status]
+        )
+    return header, rows
 
 
 def _undistinguished_lines(result: SweepResult) -> list[str]:
@@ -348,6 +386,15 @@ def summary_markdown(result: SweepResult) -> str:
         "",
         *(f"- {line}" for line in _footer(result)),
     ]
+    if result.search is not None and result.search.trials:
+        header, rows = search_rows(result)
+        cells = [[cell.replace("|", "\\|") for cell in row] for row in rows]
+        lines += [
+            "",
+            f"## Search trials ({CHOSEN}: the search's best)",
+            "",
+            markdown_table(header, cells),
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,5 @@
-"""What a sweep found: per axis the trials and the chosen value, and the final config.
+"""What a sweep found: per axis the trials and the chosen value, the trials of a search
+(``strategy: optuna``) and its decision, and the final config.
 
 ``sweep_result.yaml`` (written next to the job folders and logged on the parent run) is
 :meth:`SweepResult.to_dict` as YAML.
@@ -118,6 +119,98 @@ class AxisResult:
 
 
 @dataclass(frozen=True)
+class SearchAxis(Axis):
+    """The decision after a search (:mod:`ragsweep.sweep.search`), shown and recorded as one
+    more axis over every key of the sweep: its values are the passes' winner (the value to
+    beat) and the search's best, each a point over every key."""
+
+    name: str = "search"
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class SearchPoint(Point):
+    """A configuration of the search's decision: its assignments of every key, shown by
+    its value of each axis (``heading, nfkc, 400``)."""
+
+    text: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class SearchTrial:
+    """One trial of a search: its number (from 1), its value of each axis (axis label →
+    value label), and its outcome (``status`` as for an axis' trials: ``new`` launched for
+    this trial, ``reused``/``resumed`` evaluated before, ``failed``, ``invalid``)."""
+
+    number: int
+    values: tuple[tuple[str, str], ...]
+    status: Status
+    objective: float | None = None
+    config_hash: str | None = None
+    run_id: str | None = None
+    error: str | None = None
+    leaked: bool = False
+
+    @property
+    def label(self) -> str:
+        """``paragraph, nfkc, 400, 0``: its values in axis order."""
+        return ", ".join(value for _, value in self.values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trial": self.number,
+            "point": dict(self.values),
+            "status": self.status,
+            "objective": self.objective,
+            "config_hash": self.config_hash,
+            "run_id": self.run_id,
+            "error": self.error,
+            **({"leaked": True} if self.leaked else {}),
+        }
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A search's trials (in the order asked), the configurations of the passes told to its
+    sampler before the first trial (``told``), the index of its best trial (None: no trial
+    had a clean objective), and what was decided: ``adopted`` (the search's best replaced
+    the passes' winner; None: not decided, the sweep stopped before) and ``why``, in
+    words."""
+
+    sampler: str
+    trials: tuple[SearchTrial, ...]
+    told: int = 0
+    best: int | None = None
+    adopted: bool | None = None
+    why: str = ""
+
+    @property
+    def best_trial(self) -> SearchTrial | None:
+        return None if self.best is None else self.trials[self.best]
+
+    def count(self, status: Status) -> int:
+        return sum(t.status == status for t in self.trials)
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best_trial
+        return {
+            "sampler": self.sampler,
+            "told": self.told,
+            "best_trial": None if best is None else best.number,
+            "outcome": None if self.adopted is None else ("adopted" if self.adopted else "kept"),
+            "why": self.why,
+            "trials": [t.to_dict() for t in self.trials],
+        }
+
+
+@dataclass(frozen=True)
 class SkippedAxis:
     """An axis not swept because the configuration chosen before it lacks its keys."""
 
@@ -161,7 +254,11 @@ class SweepResult:
     stopped: str = ""
     """Why no further pass was made."""
     evaluated: tuple[dict[str, Any], ...] = ()
-    """Every configuration with an objective: ``config_hash``, ``objective``, ``run_id``."""
+    """Every configuration with an objective: ``config_hash``, ``objective``, ``run_id``
+    and its ``point`` (axis label → value)."""
+    search: SearchResult | None = None
+    """The search after the passes (``strategy: optuna``; its decision is the last of
+    ``axes``), None for a strategy without one or a sweep stopped before it."""
 
     @property
     def trail(self) -> list[dict[str, Any]]:
@@ -173,12 +270,22 @@ class SweepResult:
         ]
 
     def count(self, status: Status) -> int:
-        return sum(t.status == status for a in self.axes for t in a.trials)
+        """The axes' trials with ``status``, and the search's (its decision launches
+        nothing: the configurations it compares are counted where they ran)."""
+        searched = 0 if self.search is None else self.search.count(status)
+        return searched + sum(
+            t.status == status
+            for a in self.axes
+            if not isinstance(a.axis, SearchAxis)
+            for t in a.trials
+        )
 
     @property
     def configurations(self) -> int:
         """The distinct configurations evaluated (with an objective or failed)."""
-        return len({t.config_hash for a in self.axes for t in a.trials if t.config_hash})
+        trials = [t.config_hash for a in self.axes for t in a.trials]
+        trials += [t.config_hash for t in (self.search.trials if self.search else ())]
+        return len({config_hash for config_hash in trials if config_hash})
 
     def to_dict(self) -> dict[str, Any]:
         final = None
@@ -209,6 +316,7 @@ class SweepResult:
             "max_passes": self.spec.passes,
             "passes": self.passes,
             "stopped": self.stopped,
+            **({"trials": self.spec.trials} if self.spec.searches else {}),
             "configurations": self.configurations,
             "evaluated": list(self.evaluated),
             "parent_run_id": self.parent_run_id,
@@ -218,6 +326,7 @@ class SweepResult:
             "final": final,
             "axes": [a.to_dict() for a in self.axes],
             "skipped": [s.to_dict() for s in self.skipped],
+            **({"search": self.search.to_dict()} if self.search is not None else {}),
         }
 
     def write_yaml(self, path: Path) -> Path:

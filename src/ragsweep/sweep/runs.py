@@ -427,8 +427,13 @@ def _end_metrics(result: SweepResult) -> list[Any]:
 def decision_metrics(result: SweepResult) -> dict[str, float]:
     """Per decided axis N, the runner-up against the chosen value:
     ``decision/N/p_value``, ``decision/N/p_adjusted``, ``decision/N/gained`` and
-    ``decision/N/lost``; and ``sweep_configurations``, the configurations evaluated."""
+    ``decision/N/lost`` (the search's decision is the last N); ``sweep_configurations``,
+    the configurations evaluated; after a search, ``search_trials`` and ``search_adopted``
+    (1: its best replaced the one-axis winner)."""
     values: dict[str, float] = {"sweep_configurations": float(result.configurations)}
+    if result.search is not None and result.search.adopted is not None:
+        values["search_trials"] = float(len(result.search.trials))
+        values["search_adopted"] = float(result.search.adopted)
     for number, axis_result in enumerate(result.axes, start=1):
         if axis_result.runner_up is None:
             continue

@@ -37,7 +37,12 @@ from ragsweep.sweep.select import (
     DEFAULT_RESAMPLES,
     DecisionSettings,
 )
-from ragsweep.sweep.strategy import DEFAULT_MAX_PASSES, DEFAULT_STRATEGY, STRATEGIES
+from ragsweep.sweep.strategy import (
+    DEFAULT_MAX_PASSES,
+    DEFAULT_STRATEGY,
+    DEFAULT_TRIALS,
+    STRATEGIES,
+)
 
 DIRECTIONS = ("maximize", "minimize")
 # Baseline keys the sweeper sets itself.
@@ -158,6 +163,7 @@ class SweepFile:
     adjust: str = DEFAULT_ADJUSTMENT
     strategy: str = DEFAULT_STRATEGY
     max_passes: int = DEFAULT_MAX_PASSES
+    trials: int | None = None
 
 
 @dataclass(frozen=True)
@@ -168,7 +174,8 @@ class SweepSpec:
     the paired test, ``resamples`` and ``seed`` those of the test and its interval;
     ``adjust`` the family-wise adjustment of the p-values (:mod:`ragsweep.sweep.family`);
     ``strategy`` and ``max_passes`` how many passes over the axes it may make
-    (:mod:`ragsweep.sweep.strategy`)."""
+    (:mod:`ragsweep.sweep.strategy`), ``trials`` how many trials its search makes after
+    them (0: a strategy without a search; the search's sampler is seeded with ``seed``)."""
 
     name: str
     path: Path
@@ -185,6 +192,7 @@ class SweepSpec:
     adjust: str = DEFAULT_ADJUSTMENT
     strategy: str = DEFAULT_STRATEGY
     max_passes: int = DEFAULT_MAX_PASSES
+    trials: int = 0
 
     @property
     def measure(self) -> Measure:
@@ -194,6 +202,12 @@ class SweepSpec:
     def passes(self) -> int:
         """The most passes over the axes the strategy makes."""
         return STRATEGIES.get(self.strategy).passes(self.max_passes)
+
+    @property
+    def searches(self) -> bool:
+        """Whether a search over every axis at once follows the passes
+        (:mod:`ragsweep.sweep.search`)."""
+        return STRATEGIES.get(self.strategy).searches
 
     @property
     def varies_parsers(self) -> bool:
@@ -206,8 +220,10 @@ class SweepSpec:
     def family_size(self) -> int:
         """The values the sweep's family-wise adjustment counts: every value of every axis
         (an axis compares at most its values with the value to beat), once per pass the
-        strategy may make."""
-        return sum(len(axis.points()) for axis in self.axes) * self.passes
+        strategy may make, and one more for a search (its best against the passes'
+        winner)."""
+        values = sum(len(axis.points()) for axis in self.axes) * self.passes
+        return values + int(self.searches)
 
     @property
     def settings(self) -> DecisionSettings:
@@ -240,11 +256,13 @@ class SweepSpec:
         }
 
     def _strategy_plan(self) -> dict[str, Any]:
-        """``strategy`` and ``max_passes`` for :meth:`plan`, left out for the default
-        strategy so sweeps started before they existed keep their resume identity."""
+        """``strategy``, ``max_passes`` (and a search's ``trials``) for :meth:`plan`, left
+        out for the default strategy so sweeps started before they existed keep their
+        resume identity."""
         if self.strategy == DEFAULT_STRATEGY:  # one pass, whatever max_passes says
             return {}
-        return {"strategy": self.strategy, "max_passes": self.passes}
+        plan: dict[str, Any] = {"strategy": self.strategy, "max_passes": self.passes}
+        return plan | ({"trials": self.trials} if self.searches else {})
 
     def params(self) -> dict[str, str]:
         """The sweep file as flat MLflow params of the parent run."""
@@ -263,6 +281,8 @@ class SweepSpec:
             "sweep.strategy": self.strategy,
             "sweep.max_passes": str(self.passes),
         }
+        if self.searches:
+            params["sweep.trials"] = str(self.trials)
         params.update({f"sweep.baseline.{k.lstrip('+')}": v for k, v in self.baseline})
         for number, axis in enumerate(self.axes, start=1):
             params[f"sweep.axis.{number}"] = "; ".join(
@@ -343,6 +363,7 @@ def _build(raw: SweepFile, path: Path) -> SweepSpec:
         adjust=raw.adjust,
         strategy=raw.strategy,
         max_passes=raw.max_passes,
+        trials=_trials(raw),
     )
 
 
@@ -359,6 +380,22 @@ def _check_decision(raw: SweepFile) -> None:
         (raw.max_passes >= 1, "max_passes", ">= 1"),
     )
     check_all("sweep", raw, checks)
+
+
+def _trials(raw: SweepFile) -> int:
+    """The search's trials: ``trials`` (default :data:`DEFAULT_TRIALS`) for a strategy that
+    searches, 0 otherwise; ``trials`` with a strategy that does not search is an error."""
+    searching = [name for name in STRATEGIES.names() if STRATEGIES.get(name).searches]
+    if not STRATEGIES.get(raw.strategy).searches:
+        if raw.trials is not None:
+            raise ConfigError(
+                f"sweep.trials: strategy {raw.strategy} makes no search trials; set strategy: "
+                f"{' or '.join(searching)} (docs/sweeps.md, Search strategies) or remove trials"
+            )
+        return 0
+    trials = DEFAULT_TRIALS if raw.trials is None else raw.trials
+    check_all("sweep", raw, [(trials >= 1, "trials", ">= 1, e.g. 20")])
+    return trials
 
 
 def _baseline_entry(key: Any, value: Any) -> tuple[str, str]:
