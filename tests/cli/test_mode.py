@@ -85,6 +85,12 @@ def test_the_mode_is_the_command_line_s(overrides: list[str], mode: RunMode | No
     assert mode_of(overrides) == mode
 
 
+def test_another_spelling_of_the_mode_is_left_to_hydra(tmp_path: Path) -> None:
+    args = ["++hydra.mode=MULTIRUN", "tracking=off", f"hydra.sweep.dir={tmp_path / 'm'}"]
+    assert _run(tmp_path, "ragsweep", args) == 3  # get_mode's, the sweep's, the one job's
+    assert (tmp_path / "m" / "0").is_dir()
+
+
 def test_a_hydra_without_get_mode_keeps_its_own() -> None:
     class Other:  # a Hydra without get_mode
         pass

@@ -10,6 +10,7 @@ import pytest
 from hydra import initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.utils import JobStatus
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
@@ -56,3 +57,12 @@ def test_a_config_is_taken_once_and_other_processes_compose_their_own() -> None:
         sent = pickle.loads(pickle.dumps(reusing))  # as joblib sends it to its workers
         assert sent.reused == 0 and not sent._kept
         assert sent.load_sweep_config(master, ["chunking.size=1200"]).chunking.size == 1200
+
+
+def test_a_grid_that_lists_a_value_twice_runs_both_jobs(tmp_path: Path) -> None:
+    task = FakeTask()
+    returns = multirun(task, tmp_path, "g", "chunking.size=400,400", "tracking.enabled=false")
+    assert len(task.calls) == 2 and task.calls[0] == task.calls[1]
+    jobs = [ret for batch in returns for ret in batch]
+    assert [ret.status for ret in jobs] == [JobStatus.COMPLETED] * 2
+    assert jobs[0].return_value == jobs[1].return_value

@@ -112,12 +112,12 @@ def test_a_bad_search_setting_stops_the_sweep_before_any_job(tmp_path: Path, cap
     assert task.calls == [] and not (tmp_path / "bad").exists()
 
 
-def test_the_search_counts_one_more_comparison_and_is_part_of_the_identity(
+def test_the_search_counts_every_trial_and_is_part_of_the_identity(
     tmp_path: Path,
 ) -> None:
     spec = load_sweep(write_sweep(tmp_path, SWEEP + "trials: 12\nseed: 3\n"))
     assert (spec.passes, spec.trials, spec.seed, spec.searches) == (1, 12, 3, True)
-    assert spec.family_size == 2 + 2 + 1  # the axes' values, and the search's best
+    assert spec.family_size == 2 + 2 + 12  # the axes' values, and every trial
     assert (spec.plan()["strategy"], spec.plan()["trials"]) == ("optuna", 12)
     assert spec.params()["sweep.trials"] == "12"
     assert load_sweep(write_sweep(tmp_path, SWEEP)).trials == 20  # the default
@@ -157,11 +157,11 @@ def test_the_searchs_best_is_adopted_when_significantly_better(
     assert winner.incumbent and winner.objective == 20 / CASES
     assert winner.paired is not None and winner.paired.to_dict()["lost"] == 16
     adjusted = winner.paired.to_dict()["p_adjusted"]
-    assert adjusted == pytest.approx(5 * winner.paired.to_dict()["p_value"])  # family of 5
+    assert adjusted == pytest.approx(12 * winner.paired.to_dict()["p_value"])  # 4 values, 8 trials
 
     saved = yaml.safe_load((tmp_path / "adopt" / "sweep_result.yaml").read_text())
     assert (saved["strategy"], saved["trials"], saved["seed"]) == ("optuna", 8, 0)
-    assert saved["family_size"] == 5 and saved["configurations"] == 4
+    assert saved["family_size"] == 12 and saved["configurations"] == 4
     assert saved["search"]["outcome"] == "adopted" and saved["search"]["sampler"] == "TPESampler"
     assert saved["search"]["why"].startswith("adopted the search's best (trial ")
     assert f"p <0.001, adjusted {p_text(adjusted)} (alpha 0.05)" in saved["search"]["why"]
@@ -286,7 +286,7 @@ def test_the_bundled_search_runs_on_the_demo_resumes_and_logs_its_decisions(
     assert len(hashes) == len(set(hashes)) == result.configurations  # each config once
     assert parent.data.params["sweep.strategy"] == "optuna"
     assert parent.data.params["sweep.trials"] == "10"
-    assert parent.data.params["sweep.family_size"] == str(3 + 3 + 3 + 1)
+    assert parent.data.params["sweep.family_size"] == str(3 + 3 + 3 + 10)
     metrics = parent.data.metrics
     assert metrics["sweep_configurations"] == len(children)
     assert metrics["search_trials"] == 10

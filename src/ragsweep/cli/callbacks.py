@@ -16,7 +16,7 @@ from ragsweep.config.schema import read_yaml_mapping
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.secret_keys import refusal, secret_keys
 from ragsweep.sweep.spec import SweepFileError, load_sweep, resolve_sweep_path
-from ragsweep.tracking.background import experiment_is_ready
+from ragsweep.tracking.background import experiment_is_ready, probe_seconds
 from ragsweep.tracking.parent import check_parent_run
 from ragsweep.tracking.store import prepare_store, tracking_uri
 from ragsweep.tracking.writable import check_writable
@@ -53,7 +53,7 @@ class PrepareTrackingStore(Callback):
             if (
                 cfg.enabled
                 and not _sweep_name(config)
-                and not experiment_is_ready(tracking_uri(cfg), cfg.experiment)
+                and not experiment_is_ready(tracking_uri(cfg), cfg.experiment, probe_seconds(cfg))
             ):
                 prepare_store(cfg)  # create, migrate or refuse it before any job
             # else it is ready (sqlite3): the sweep's logger opens it, or each job does on a

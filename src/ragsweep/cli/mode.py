@@ -9,8 +9,10 @@ it adds ``hydra.mode=RUN`` or ``hydra.mode=MULTIRUN`` to the overrides itself. S
 answers ``get_mode`` from the command line without composing (:func:`mode_from_command_line`):
 a ``hydra.mode=...`` override there is the mode; otherwise there is none and ``-m`` decides,
 as above. The one difference: a ``hydra.mode`` written in a config file is not read (``-m``
-decides; ``hydra.mode=MULTIRUN`` on the command line still works). ``hydra-core`` is pinned
-(pyproject.toml); if the method is missing all the same, Hydra's own is used.
+decides; ``hydra.mode=MULTIRUN`` on the command line still works). An override of
+``hydra.mode`` written any other way (``++hydra.mode=...``, quoted) leaves the question to
+Hydra's own ``get_mode``, which composes. ``hydra-core`` is pinned (pyproject.toml); if the
+method is missing all the same, Hydra's own is used.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from hydra._internal.hydra import Hydra
 from hydra.types import RunMode
 
 MODE_OVERRIDE = "hydra.mode="
+MODE_KEY = "hydra.mode"
 METHOD = "get_mode"
 
 
@@ -46,6 +49,9 @@ def mode_from_command_line(hydra: type = Hydra) -> Iterator[None]:
         return
 
     def get_mode(self: Any, config_name: str | None, overrides: list[str]) -> RunMode | None:
+        plain = [o for o in overrides if o.startswith(MODE_OVERRIDE)]
+        if len(plain) < sum(MODE_KEY in o for o in overrides):  # another spelling: Hydra's
+            return original(self, config_name, overrides)
         return mode_of(overrides)
 
     setattr(hydra, METHOD, get_mode)

@@ -8,9 +8,11 @@ validate and hash it (:class:`ragsweep.sweep.compose.Composer`), or, for a plain
 Hydra's basic sweeper, to validate the batch. Each composition of ragsweep's config costs
 about 0.2 s of CPU, as much as a warm demo job's own work (bench/README.md, issue 31).
 :class:`ReusingLoader` wraps Hydra's config loader and keeps each job config it composes;
-the next request for the same config takes the kept one instead of composing it again
-(once: a launcher changes the config it runs, so a third request composes afresh). The
-sweep's own checks read a kept config without taking it (:meth:`ReusingLoader.compose`).
+the next request for the same config takes the kept one instead of composing it again,
+once: a launcher changes the config it runs, so a later request for it (a grid that lists
+a value twice) composes afresh, and what Hydra's loader composed for a request after the
+first is never kept. The sweep's own checks read a kept config without taking it
+(:meth:`ReusingLoader.compose`).
 Any other request goes to Hydra's loader. A launcher that runs jobs in other processes
 (joblib, Ray, submitit) gets the wrapper without its kept configs, and composes there as
 before.
@@ -28,6 +30,8 @@ from hydra.plugins.config_source import ConfigSource
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+Key = tuple[int, tuple[str, ...]]
+"""A job config's key: its master config's id and its overrides."""
 KEPT_AT_MOST = 256
 """Configs kept at most (the oldest go first): a sweep keeps those of values it reuses too."""
 
@@ -37,7 +41,10 @@ class ReusingLoader(ConfigLoader):
 
     def __init__(self, loader: ConfigLoader) -> None:
         self.loader = loader
-        self._kept: OrderedDict[tuple[int, tuple[str, ...]], DictConfig] = OrderedDict()
+        self._kept: OrderedDict[Key, tuple[DictConfig, DictConfig]] = OrderedDict()
+        self._asked: set[Key] = set()
+        """The configs Hydra has asked for (a second request may come from a launcher that
+        changed the first answer: what is composed for it is not kept)."""
         self.reused = 0
         """How many job configs were taken or read instead of composed."""
 
@@ -46,10 +53,10 @@ class ReusingLoader(ConfigLoader):
         else composed by Hydra's loader and kept for the launcher."""
         key = (id(master_config), tuple(overrides))
         kept = self._kept.get(key)
-        if kept is not None:
+        if kept is not None and kept[0] is master_config:
             self.reused += 1
-            return kept
-        return self._composed(key, master_config, overrides)
+            return kept[1]
+        return self._composed(key, master_config, overrides, keep=True)
 
     def load_sweep_config(
         self, master_config: DictConfig, sweep_overrides: list[str]
@@ -59,23 +66,26 @@ class ReusingLoader(ConfigLoader):
         sweeper's validation)."""
         key = (id(master_config), tuple(sweep_overrides))
         kept = self._kept.pop(key, None)
-        if kept is not None:
+        first = key not in self._asked
+        self._asked.add(key)
+        if kept is not None and kept[0] is master_config:
             self.reused += 1
-            return kept
-        return self._composed(key, master_config, sweep_overrides)
+            return kept[1]
+        return self._composed(key, master_config, sweep_overrides, keep=first)
 
     def _composed(
-        self, key: tuple[int, tuple[str, ...]], master_config: DictConfig, overrides: list[str]
+        self, key: Key, master_config: DictConfig, overrides: list[str], keep: bool
     ) -> DictConfig:
         cfg = self.loader.load_sweep_config(master_config, overrides)
-        self._kept[key] = cfg
-        while len(self._kept) > KEPT_AT_MOST:
-            self._kept.popitem(last=False)
+        if keep:  # with its master: an id may be reused once the master is gone
+            self._kept[key] = (master_config, cfg)
+            while len(self._kept) > KEPT_AT_MOST:
+                self._kept.popitem(last=False)
         return cfg
 
     def __getstate__(self) -> dict[str, Any]:
         """Sent to other processes without the kept configs (they compose their own)."""
-        return {"loader": self.loader, "_kept": OrderedDict(), "reused": 0}
+        return {"loader": self.loader, "_kept": OrderedDict(), "_asked": set(), "reused": 0}
 
     # -- the rest of Hydra's ConfigLoader, as Hydra's loader does it ---------------------------
 

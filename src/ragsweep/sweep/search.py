@@ -18,8 +18,11 @@ The best trial (the best objective that did not leak, the first asked on a tie) 
 compared with the pass's winner on the same cases by the sweep's paired test
 (:func:`ragsweep.sweep.select.decide` with the ``significant`` rule, whatever the sweep's
 ``decision``): it replaces the winner only if it beats it by more than ``min_improvement``
-and its adjusted p is at most ``alpha``, the family of the adjustment counting this one
-comparison (:attr:`ragsweep.sweep.spec.SweepSpec.family_size`). The decision is recorded
+and its adjusted p is at most ``alpha``. The best is the best of up to ``trials``
+configurations, so the family of the adjustment counts every trial as a comparison
+(:attr:`ragsweep.sweep.spec.SweepSpec.family_size`: the axis values, plus ``trials``), and
+the best's adjusted p is ``min(1, p * H)``: a union bound over the trials, whichever of
+them turns out best. The decision is recorded
 as one more axis (:class:`ragsweep.sweep.result.SearchAxis`) after the pass's axes.
 
 The sampler is deterministic given its seed and what it is told, so a resumed sweep asks the
@@ -53,6 +56,7 @@ from ragsweep.sweep.result import (
     SearchPoint,
     SearchResult,
     SearchTrial,
+    Status,
     Trial,
 )
 from ragsweep.sweep.select import (
@@ -262,9 +266,10 @@ class Search:
             point = Point(tuple((key, composed.value_of(key)) for key in self._keys(composed)))
             jobs = AxisJobs(self.number, self.axis, [point], [composed], title=title)
             launched = self.jobs.launch_new(jobs)
-        if config_hash in self.state.failed:
+        if config_hash in self.state.failed:  # launched now, or a failure asked again
             error = self.state.failed[config_hash]
-            return SearchTrial(number, values, "failed", None, config_hash, error=error)
+            status: Status = "failed" if config_hash in launched else "reused"
+            return SearchTrial(number, values, status, None, config_hash, error=error)
         known = self.state.evaluated[config_hash]
         return SearchTrial(
             number,
@@ -320,6 +325,7 @@ class Search:
             trials.append(self._decision_trial(self.state.configs[best.config_hash], False))
         candidates = [self.candidates.of(t.config_hash, t.objective) for t in trials]
         settings = replace(self.spec.settings, decision=SIGNIFICANT)
+        # one of the sweep's family of comparisons, which counts every trial (family_size)
         decision = decide(candidates, 0, settings, axis_weight=1)
         decided = tuple(
             replace(t, paired=decision.paired[i], leaks=c.leaks)

@@ -220,10 +220,11 @@ class SweepSpec:
     def family_size(self) -> int:
         """The values the sweep's family-wise adjustment counts: every value of every axis
         (an axis compares at most its values with the value to beat), once per pass the
-        strategy may make, and one more for a search (its best against the passes'
-        winner)."""
+        strategy may make, and a search's ``trials`` (its best, the best of that many
+        configurations, against the passes' winner: counted as that many comparisons,
+        since a best picked among many looks better than any one value named in advance)."""
         values = sum(len(axis.points()) for axis in self.axes) * self.passes
-        return values + int(self.searches)
+        return values + (self.trials if self.searches else 0)
 
     @property
     def settings(self) -> DecisionSettings:

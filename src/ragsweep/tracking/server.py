@@ -3,9 +3,10 @@ it to a logger process (:func:`ragsweep.tracking.ready.experiment_is_ready`), as
 tells it of a SQLite file:
 
 - ``GET <uri>/health`` (MLflow's server answers ``OK``) within a short timeout. A server
-  that does not answer (nothing listens, nothing within the timeout) is a
+  that refuses the connection (nothing listens there) is a
   :class:`~ragsweep.tracking.store.TrackingStoreError` naming the URI and what to do, raised
-  before any work: no path of the run could log to it.
+  before any work: no path of the run could log to it. One that does not answer within the
+  timeout (starting, busy) is not known to be ready, as below.
 - ``GET <uri>/api/2.0/mlflow/experiments/get-by-name``: the experiment exists and is
   active (one MLflow would not have to create or refuse).
 
@@ -43,19 +44,20 @@ def experiment_ready(uri: str, experiment: str, timeout: float) -> bool:
 
 
 def answers_health(uri: str, timeout: float) -> int | None:
-    """The HTTP status of ``GET <uri>/health`` (None: a TLS failure, which MLflow's own
-    settings may avoid); raises TrackingStoreError when the server does not answer."""
+    """The HTTP status of ``GET <uri>/health`` (None: no answer within ``timeout``, or a TLS
+    failure, which MLflow's own settings may avoid); raises TrackingStoreError when the
+    connection is refused."""
     import requests  # here: only a server is asked (module docstring)
 
     url = uri.rstrip("/") + "/health"
     try:
         return requests.get(url, timeout=(timeout, timeout), **_request_options()).status_code
-    except requests.exceptions.SSLError:
-        return None
-    except (requests.ConnectionError, requests.Timeout) as exc:
+    except (requests.exceptions.SSLError, requests.Timeout):
+        return None  # a slow or busy server: MLflow's own check, with its retries, decides
+    except requests.ConnectionError as exc:
         raise TrackingStoreError(
-            f"tracking store {uri} did not answer: GET {url} got no answer within "
-            f"{timeout:g} s ({type(exc).__name__}); is the server running and is "
+            f"tracking store {uri} did not answer: GET {url} could not connect "
+            f"({type(exc).__name__}); is the server running and is "
             "tracking.uri (or MLFLOW_TRACKING_URI) right? Start it (`mlflow server --host "
             "HOST --port PORT`) or point tracking.uri at one that runs; run with "
             "tracking.enabled=false to evaluate without logging. Nothing was run"
