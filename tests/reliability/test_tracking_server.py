@@ -106,13 +106,22 @@ def test_a_run_stops_before_any_work_with_exit_2(
     assert no_work_done(outputs)
 
 
-@pytest.mark.parametrize("launch", ["grid", "sweep"])
+@pytest.mark.parametrize(
+    ("launch", "connections"),
+    [
+        # the grid's launch asks /health first (requests, no MLflow), then MLflow's own
+        # check (tracking.retries=0): two connections, however many jobs
+        ("grid", 2),
+        # the sweep engine checks the store once with MLflow, after its inputs
+        ("sweep", 1),
+    ],
+)
 def test_a_multirun_fails_at_launch_not_in_every_job(
-    tmp_path: Path, mini_project: Path, silent: SilentServer, launch: str
+    tmp_path: Path, mini_project: Path, silent: SilentServer, launch: str, connections: int
 ) -> None:
     sweep = tmp_path / "mini.yaml"
-    sweep.write_text("axes:\n  - chunking.size: [100, 140]\n", encoding="utf-8")
-    what = f"sweep={sweep}" if launch == "sweep" else "chunking.size=100,140"
+    sweep.write_text("axes:\n  - chunking.size: [100, 140, 180]\n", encoding="utf-8")
+    what = f"sweep={sweep}" if launch == "sweep" else "chunking.size=100,140,180"
     outputs = tmp_path / "outputs"
     out = run(
         "ragsweep",
@@ -128,7 +137,7 @@ def test_a_multirun_fails_at_launch_not_in_every_job(
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"error: tracking store {silent.uri} did not answer" in out.stderr
     assert not (tmp_path / "multirun" / "0").exists()  # no job was launched
-    assert len(silent.accepted) == 1  # one check, not one per job
+    assert len(silent.accepted) == connections  # one check, not one per job (three jobs)
     assert no_work_done(tmp_path)
 
 
