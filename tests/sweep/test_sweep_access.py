@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from ragsweep.eval import measures
-from ragsweep.sweep.grid import GridResult, GridRow, RunObjective, grid_markdown
+from ragsweep.run.objective import RunObjective
+from ragsweep.sweep.grid import GridResult, GridRow, grid_markdown
 from ragsweep.sweep.paired import CaseValues, Unpaired
 from ragsweep.sweep.report import CHOSEN, REPRODUCE, SUMMARY_FILE
 from ragsweep.sweep.result import Trial

@@ -36,7 +36,8 @@ from ragsweep.core.terminal import command_lines, wrap
 from ragsweep.eval.metric_keys import N_ANSWERABLE
 from ragsweep.eval.uncertainty import interval_keys
 from ragsweep.release.store import RunStore, current_tracking_uri
-from ragsweep.sweep.grid import RunObjective, run_objective
+from ragsweep.run.objective import RunObjective
+from ragsweep.sweep.grid import run_objective
 from ragsweep.sweep.report import REPRODUCE, SUMMARY_FILE, p_text
 from ragsweep.sweep.result import RESULT_FILE
 from ragsweep.tracking.store import apply_http_settings

@@ -18,6 +18,7 @@ from ragsweep.core.names import VERBOSE_KEY
 from ragsweep.core.terminal import say
 from ragsweep.run.config import resolve
 from ragsweep.run.names import RunOrigin, launch_origin, result_overrides
+from ragsweep.run.objective import JobObjective, RunObjective
 from ragsweep.run.pipeline import run_evaluation
 from ragsweep.run.report import job_line
 
@@ -43,4 +44,5 @@ def run_job(cfg: DictConfig, hydra_cfg: Any) -> float:
             hydra_cfg.job.num, overrides, resolved.objective.name, result.summary, output_dir
         )
         say(Console(), line, "", "    ")
-    return result.objective
+    name = resolved.objective.name
+    return JobObjective(result.objective, name, RunObjective.of(result.summary, name))

@@ -7,6 +7,7 @@ dict order, float formatting quirks or the platform.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -25,13 +26,14 @@ def _plain(value: Any) -> Any:
     values (strings, numbers, lists, tuples) are recognized by their exact type first: a
     rankings key lists every question of a run (thousands), and the general checks took
     about 0.1 s per thousand."""
-    kind = type(value)
+    kind: Any = type(value)
     if kind in _NATIVE:
         return value
     if kind is list or kind is tuple:
         return [_plain(v) for v in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    names = _field_names(kind)
+    if names is not None:
+        return {name: _plain(getattr(value, name)) for name in names}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -43,6 +45,16 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return value  # json renders 1.0 as "1.0": stable, distinct from int 1 on purpose
     return value
+
+
+@functools.cache
+def _field_names(kind: type) -> tuple[str, ...] | None:
+    """The field names of dataclass ``kind`` (None: not a dataclass), looked up once per
+    class: the golden cases a scored result is keyed on are thousands of dataclasses, and
+    ``dataclasses.fields`` per value was half of hashing them."""
+    if not dataclasses.is_dataclass(kind):
+        return None
+    return tuple(f.name for f in dataclasses.fields(kind))
 
 
 def canonical_json(value: Any) -> str:

@@ -345,7 +345,8 @@ def evaluate_cases(
         return results, summarize(results, cfg.eval, cfg.top_k)
 
     key = scores_key(ranked, chunk_set, inputs, cfg.eval, cfg.top_k, complete)
-    results, summary = cached_scores(cache, key, cases, score)
+    with gc_paused():  # a hit decodes thousands of results: no cycles, collections re-scan
+        results, summary = cached_scores(cache, key, cases, score)
     check_retrieved(results, cases, corpus, flt, cfg.embedding.backend)
     summary = replace(summary, extra={**summary.extra, **stage_latency(ranked), **index_metrics})
     return Scored(results, summary, retrieved_chunks(chunks, ranked), key)

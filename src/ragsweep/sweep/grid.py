@@ -6,9 +6,10 @@ bootstrap interval. A grid ranks; it does not decide: no paired test is made (a 
 does that, docs/sweeps.md). The same table is written to ``sweep_summary.md`` in the grid's
 folder.
 
-Each figure is the job's own: the objective and interval are recomputed from the job's
-``cases.jsonl`` and ``config.yaml`` with the run's bootstrap settings, so they equal the
-job's ``report.md`` (:func:`run_objective`).
+Each figure is the job's own: the objective and interval the job returned with its objective,
+from the summary its ``report.md`` shows (:mod:`ragsweep.run.objective`); for a job that
+returned none, recomputed from its ``cases.jsonl`` and ``config.yaml`` with the run's
+bootstrap settings (:func:`run_objective`), which gives the same figures.
 
 On a corpus with access metadata a job that retrieved chunks its cases' principals may not
 read (``acl_leaks`` > 0, from its ``cases.jsonl``) is ranked after every clean one, noted
@@ -31,9 +32,9 @@ from ragsweep.core.errors import ConfigError
 from ragsweep.core.names import CASES_FILE, NOT_REPRODUCED
 from ragsweep.core.terminal import command_lines, markdown_table, wrap
 from ragsweep.eval import measures
-from ragsweep.eval.metric_keys import ACL_LEAKS, N_ANSWERABLE
 from ragsweep.eval.scoring import cases_from_jsonl, summarize
 from ragsweep.run.config import RunConfig
+from ragsweep.run.objective import RunObjective, returned_figures
 from ragsweep.sweep.paired import INTERVAL_LEVEL
 from ragsweep.sweep.report import CHOSEN, REPRODUCE, SUMMARY_FILE
 
@@ -43,21 +44,6 @@ GRID_COLUMNS = ("job", "configuration", "mean", f"{INTERVAL_LEVEL:.0%} interval"
 NOTE_COLUMN = "note"
 """Added to the table only when a job leaked."""
 LEAK_NOTE = "leak"
-
-
-@dataclass(frozen=True)
-class RunObjective:
-    """A run's objective: its mean over the answerable cases, its interval and ``n``;
-    ``acl_leaks`` its total leaks (None without access metadata or when not known)."""
-
-    mean: float
-    low: float
-    high: float
-    n: int
-    acl_leaks: float | None = None
-
-    def interval_text(self) -> str:
-        return f"[{self.low:.3f}, {self.high:.3f}]"
 
 
 def run_objective(run_dir: Path, objective: str) -> RunObjective | None:
@@ -71,13 +57,7 @@ def run_objective(run_dir: Path, objective: str) -> RunObjective | None:
         run_cfg = RunConfig.from_container(config)
     except (OSError, ValueError, ConfigError, AttributeError, TypeError):
         return None
-    summary = summarize(cases, run_cfg.eval, run_cfg.top_k)
-    if objective not in summary.overall or objective not in summary.intervals:
-        return None
-    bounds = summary.intervals[objective]
-    n = summary.counts[N_ANSWERABLE]
-    leaks = summary.access.get(ACL_LEAKS) if summary.access else None
-    return RunObjective(summary.overall[objective], bounds.low, bounds.high, n, leaks)
+    return RunObjective.of(summarize(cases, run_cfg.eval, run_cfg.top_k), objective)
 
 
 @dataclass(frozen=True)
@@ -146,7 +126,9 @@ def _row(index: int, ret: Any, default_objective: str) -> GridRow:
     objective = default_objective
     if ret.cfg is not None and "eval" in ret.cfg:
         objective = str(ret.cfg.eval.get("objective", default_objective))
-    figures = run_objective(run_dir, objective) if run_dir is not None else None
+    figures = returned_figures(ret.return_value, objective)
+    if figures is None and run_dir is not None:
+        figures = run_objective(run_dir, objective)
     overrides = tuple(
         line for line in ret.overrides or () if line.partition("=")[0] not in NOT_REPRODUCED
     )
