@@ -6,6 +6,7 @@ store, and resume of an interrupted search."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -170,12 +171,17 @@ def test_the_searchs_best_is_adopted_when_significantly_better(
     assert points == {("fixed", "1200"), ("heading", "1200"), ("fixed", "400"), ("heading", "400")}
     assert saved["axes"][-1]["axis"] == "optuna search"
 
-    out = unwrapped(capsys.readouterr().out)
+    raw = capsys.readouterr().out
+    out = unwrapped(raw)
+    lines = raw.splitlines()
+    (adopted,) = [n for n, line in enumerate(lines) if re.match(r" ✓ heading +0\.\d{4} ", line)]
+    assert lines[adopted + 1].startswith("   400 ")  # one axis value a line, under the first
     assert "search: 8 trial(s) of Optuna's TPESampler (seed 0) over the 2 axes at once" in out
     assert "trial 1/8 mode=" in out and "trial 8/8 mode=" in out
     assert "3. optuna search" in out  # the decision's section of the table
     assert "strategy optuna: one pass, then 8 of 8 trial(s)" in out
     summary = (tmp_path / "adopt" / "sweep_summary.md").read_text()
+    assert "|  ✓ heading, 400 |" in summary  # the Markdown table keeps the joined label
     assert "## Search trials" in summary and "| trial | chunking.mode | chunking.size |" in summary
 
 

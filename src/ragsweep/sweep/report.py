@@ -29,7 +29,14 @@ from ragsweep.eval.power import min_discordant
 from ragsweep.sweep.factors import MAX_LISTED, describe
 from ragsweep.sweep.family import NO_ADJUSTMENT
 from ragsweep.sweep.paired import PairedDifference, Unpaired
-from ragsweep.sweep.result import RESULT_FILE, STATUSES, AxisResult, SweepResult, Trial
+from ragsweep.sweep.result import (
+    RESULT_FILE,
+    STATUSES,
+    AxisResult,
+    SearchPoint,
+    SweepResult,
+    Trial,
+)
 
 INTERVAL = "interval"
 RAW_P = "p"
@@ -92,18 +99,23 @@ def _note(trial: Trial) -> str:
     return f"{note}, leak" if trial.leaks else note
 
 
-def _value(axis_result: AxisResult, index: int) -> str:
+def _value(axis_result: AxisResult, index: int, stacked: bool = False) -> str:
     """The value's label behind its mark: ``✓`` chosen, ``✓*`` chosen but not
-    distinguishable from the runner-up."""
+    distinguishable from the runner-up. ``stacked``: a search's configuration one axis
+    value a line, under the first (the terminal's table: at 80 columns the joined label
+    wrapped wherever the column ended, its second line under the marks)."""
     mark = ""
     if index == axis_result.chosen:
         mark = UNDISTINGUISHED if axis_result.distinguishable is False else CHOSEN
-    return f"{mark:>2} {axis_result.trials[index].point.label}"
+    point = axis_result.trials[index].point
+    if stacked and isinstance(point, SearchPoint) and point.values:
+        return f"{mark:>2} " + "\n   ".join(point.values)
+    return f"{mark:>2} {point.label}"
 
 
-def table_rows(result: SweepResult) -> list[list[list[str]]]:
+def table_rows(result: SweepResult, stacked: bool = False) -> list[list[list[str]]]:
     """Per axis, a header row (the axis) then the rows ``[value, mean, Δ, interval, +/−, p,
-    p adj, note]`` in trial order."""
+    p adj, note]`` in trial order (``stacked``: see :func:`_value`)."""
     sections: list[tuple[tuple[int, int], list[list[str]]]] = [
         ((1, s.number), [[f"{s.number}. {s.axis.label}", *[""] * (len(COLUMNS) - 2), "skipped"]])
         for s in result.skipped
@@ -118,7 +130,7 @@ def table_rows(result: SweepResult) -> list[list[list[str]]]:
             objective = "-" if trial.objective is None else f"{trial.objective:.4f}"
             rows.append(
                 [
-                    _value(axis_result, index),
+                    _value(axis_result, index, stacked),
                     objective,
                     *_paired_cells(trial, result.spec.alpha),
                     _note(trial),
@@ -312,7 +324,7 @@ def _terminal_rows(result: SweepResult) -> list[list[list[str]]]:
             [*row[:raw], row[adjusted] or row[raw], *row[adjusted + 1 : -1], _stacked(row[-1])]
             for row in rows
         ]
-        for rows in table_rows(result)
+        for rows in table_rows(result, stacked=True)
     ]
 
 

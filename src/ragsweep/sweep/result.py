@@ -134,13 +134,13 @@ class SearchAxis(Axis):
 @dataclass(frozen=True)
 class SearchPoint(Point):
     """A configuration of the search's decision: its assignments of every key, shown by
-    its value of each axis (``heading, nfkc, 400``)."""
+    its value of each axis (``heading, nfkc, 400``; the terminal's table shows one a line)."""
 
-    text: str = ""
+    values: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
-        return self.text
+        return ", ".join(self.values)
 
 
 @dataclass(frozen=True)

@@ -367,7 +367,7 @@ class Search:
             n = len(cases.by_case)
         assignments = tuple((key, composed.value_of(key)) for key in self._keys(composed))
         labels = self.state.labels_of(config_hash, self.spec.axes) or ()
-        point = SearchPoint(assignments, ", ".join(label or "-" for label in labels))
+        point = SearchPoint(assignments, tuple(label or "-" for label in labels))
         return Trial(
             point,
             trial_status(known, config_hash, set()),
