@@ -101,7 +101,7 @@ def resident_key() -> str:
         for p in package.rglob("*.py")
     )
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith(KEYED_ENV_PREFIXES))
-    facts = [sys.executable, ragsweep.__version__, mlflow_version, sources, env]
+    facts = [sys.executable, str(package), ragsweep.__version__, mlflow_version, sources, env]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
 
 

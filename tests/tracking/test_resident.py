@@ -1,0 +1,233 @@
+"""The resident logger (:mod:`ragsweep.tracking.resident`, issue 31): with
+``tracking.resident=true`` a run to a pipe and a grid log through one long-lived
+``ragsweep-log --resident`` that later commands reuse; a store file replaced under it is
+reopened, not written to in its deleted copy; a server killed mid-session is replaced by
+logging in the command's process, nothing lost or logged twice; a folder others can enter
+is refused for the per-command logger, with a note; an idle server exits.
+
+Every run is a real ``ragsweep`` process, every store a real SQLite file, every logger the
+real process; each test has its own ``XDG_RUNTIME_DIR``, whose servers it stops.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from ragsweep.config.schema import TrackingConfig
+from ragsweep.core import tags as tag
+from ragsweep.core.names import RECORD_FILE
+from ragsweep.tracking.background import LOGGER_OUTPUT, Pipes, SweepLogger
+from ragsweep.tracking.log import LOG_FILE, ensure_experiment
+from ragsweep.tracking.resident import FOLDER_NAME, Connection
+from tests.run.test_pipeline import project_overrides
+
+BIN = Path(sys.executable).parent
+RESIDENT = "tracking.resident=true"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ready store (schema and experiment), created once and copied by each test."""
+    folder = tmp_path_factory.mktemp("template")
+    db = folder / "m.db"
+    ensure_experiment(TrackingConfig(uri=f"sqlite:///{db}", default_artifacts=str(folder / "a")))
+    return db
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """This test's ``XDG_RUNTIME_DIR`` (also in this process's environment); every resident
+    logger started in it is stopped at the end by removing its socket, as docs say."""
+    folder = tmp_path / "x"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
+    yield folder
+    pids = [int(p.read_text()) for p in folder.glob(f"{FOLDER_NAME}/*.pid")]
+    for socket_file in folder.glob(f"{FOLDER_NAME}/*.sock"):
+        socket_file.unlink()
+    for pid in pids:
+        if not gone(pid, 5.0):
+            os.kill(pid, signal.SIGKILL)
+
+
+def gone(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` ends (or is reaped by init) within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]
+        except OSError:
+            return True
+        if state == "Z":  # exited, a child of this process not reaped yet
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def server_pid(runtime: Path) -> int:
+    """The process id of the one resident logger started in ``runtime``, from its log (its
+    pid file goes when it exits)."""
+    (log,) = runtime.glob(f"{FOLDER_NAME}/*.log")
+    starts = [line for line in log.read_text().splitlines() if line.startswith("listening on")]
+    return int(starts[-1].rsplit(" ", 1)[1].rstrip(")"))
+
+
+def store(tmp_path: Path, template: Path) -> Path:
+    db = tmp_path / "m.db"
+    shutil.copy(template, db)
+    return db
+
+
+def ragsweep(tmp_path: Path, project: Path, db: Path, *extra: str, multirun: bool = False) -> str:
+    """``ragsweep`` on the mini project, its output a pipe; returns stdout + stderr."""
+    args = [*(["-m"] if multirun else []), f"paths.output_dir={tmp_path / 'out'}"]
+    args.append(f"tracking.uri=sqlite:///{db}")
+    done = subprocess.run(
+        [str(BIN / "ragsweep"), *args, *project_overrides(project), *extra],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout + done.stderr
+
+
+def run_ids(db: Path) -> set[str]:
+    """The runs in ``db``, every one logged completely (read with ``sqlite3``: MLflow's
+    client in this process would keep the file it first opened)."""
+    with closing(sqlite3.connect(db)) as connection:
+        runs = connection.execute("SELECT run_uuid FROM runs").fetchall()
+        complete = connection.execute(
+            "SELECT run_uuid FROM tags WHERE key = ? AND value = ?", (tag.LOGGED, "complete")
+        ).fetchall()
+    assert sorted(runs) == sorted(complete)
+    return {row[0] for row in runs}
+
+
+def logged_lines(output: Path) -> list[str]:
+    """The run ids an output file says were logged."""
+    lines = output.read_text(encoding="utf-8").splitlines()
+    return [line.rsplit(" ", 1)[1] for line in lines if ": logged as run " in line]
+
+
+def newest_log(tmp_path: Path) -> Path:
+    return max((tmp_path / "out").rglob(LOG_FILE), key=lambda p: p.stat().st_mtime_ns)
+
+
+def test_pipe_runs_share_one_server(
+    tmp_path: Path, mini_project: Path, template: Path, runtime: Path
+) -> None:
+    db = store(tmp_path, template)
+    ragsweep(tmp_path, mini_project, db, RESIDENT)
+    first = newest_log(tmp_path)
+    pid = server_pid(runtime)
+    ragsweep(tmp_path, mini_project, db, RESIDENT, "chunking.size=100")
+    second = newest_log(tmp_path)
+    assert server_pid(runtime) == pid  # the same process logged both
+    logged = [*logged_lines(first), *logged_lines(second)]
+    assert len(logged) == 2 and set(logged) == run_ids(db)
+    assert "resident MLflow logger" in first.read_text(encoding="utf-8")
+
+
+@pytest.mark.slow  # five runs
+def test_a_replaced_store_is_reopened(
+    tmp_path: Path, mini_project: Path, template: Path, runtime: Path
+) -> None:
+    db = store(tmp_path, template)
+    ragsweep(tmp_path, mini_project, db, RESIDENT)
+    pid = server_pid(runtime)
+    (before,) = run_ids(db)
+    db.unlink()  # the user's `rm mlflow.db`: the next run creates it in its own process
+    ragsweep(tmp_path, mini_project, db, RESIDENT)
+    (created,) = run_ids(db)
+    ragsweep(tmp_path, mini_project, db, RESIDENT, "chunking.size=100")
+    assert server_pid(runtime) == pid  # the server that had the old file open
+    (through_server,) = logged_lines(newest_log(tmp_path))
+    assert run_ids(db) == {created, through_server}
+    assert before not in {created, through_server}
+
+
+def test_a_grid_logs_through_it_and_it_exits_idle(
+    tmp_path: Path, mini_project: Path, template: Path, runtime: Path
+) -> None:
+    db = store(tmp_path, template)
+    sweep_dir = tmp_path / "grid"
+    grid = ("chunking.size=100,140", f"hydra.sweep.dir={sweep_dir}")
+    idle = "tracking.resident_idle_seconds=1"
+    ragsweep(tmp_path, mini_project, db, RESIDENT, idle, *grid, multirun=True)
+    logged = logged_lines(sweep_dir / LOGGER_OUTPUT)
+    assert len(logged) == 2 and set(logged) == run_ids(db)
+    assert gone(server_pid(runtime), 10.0)  # idle for a second: it exits, its files with it
+    assert not list(runtime.glob(f"{FOLDER_NAME}/*.sock"))
+    assert not list(runtime.glob(f"{FOLDER_NAME}/*.pid"))
+
+
+def fresh_run_dirs(tmp_path: Path, project: Path, db: Path, count: int) -> list[Path]:
+    """``count`` copies of a run directory (logged in its own process), each with a record
+    never logged, and the store left as before."""
+    ragsweep(tmp_path, project, db, "tracking.background=never")
+    (run_dir,) = (tmp_path / "out" / "runs").glob("*/*")
+    copies = []
+    for number in range(count):
+        copy = shutil.copytree(run_dir, tmp_path / f"fresh{number}")
+        record = json.loads((copy / RECORD_FILE).read_text(encoding="utf-8"))
+        record["record_id"] = uuid.uuid4().hex
+        (copy / RECORD_FILE).write_text(json.dumps(record), encoding="utf-8")
+        copies.append(copy)
+    return copies
+
+
+@pytest.mark.slow  # a run, then the server's start
+def test_a_killed_server_s_runs_are_logged_here_once(
+    tmp_path: Path, mini_project: Path, template: Path, runtime: Path
+) -> None:
+    db = store(tmp_path, template)
+    dirs = fresh_run_dirs(tmp_path, mini_project, db, 3)
+    (earlier,) = run_ids(db)
+    tracking = TrackingConfig(uri=f"sqlite:///{db}", resident=True)
+    logger = SweepLogger.start(tmp_path / "logger.txt", tracking)
+    assert isinstance(logger.transport, Connection)
+    logger.submit(dirs[0])
+    (answered,) = logger.drain()
+    os.kill(server_pid(runtime), signal.SIGKILL)
+    logger.submit(dirs[1])
+    logger.submit(dirs[2])
+    rest = logger.close()
+    assert [o.error for o in [answered, *rest]] == [None, None, None]
+    ids = {answered.run_id, *(o.run_id for o in rest)}
+    assert run_ids(db) == {earlier, *ids} and len(ids) == 3
+
+
+def test_a_folder_others_can_enter_is_refused(
+    tmp_path: Path, template: Path, runtime: Path
+) -> None:
+    (runtime / FOLDER_NAME).mkdir(mode=0o755)
+    (runtime / FOLDER_NAME).chmod(0o755)
+    db = store(tmp_path, template)
+    output = tmp_path / "logger.txt"
+    logger = SweepLogger.start(output, TrackingConfig(uri=f"sqlite:///{db}", resident=True))
+    assert isinstance(logger.transport, Pipes)  # today's logger of the command's own
+    assert logger.close() == []
+    (note,) = output.read_text(encoding="utf-8").splitlines()
+    assert note.startswith("note: not logging through the resident MLflow logger: ")
+    assert "open to other users (mode 755)" in note
+    assert not list(runtime.glob(f"{FOLDER_NAME}/*"))
