@@ -114,9 +114,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--idle-seconds", type=int, default=RESIDENT_IDLE_SECONDS, help=argparse.SUPPRESS
     )
+    parser.add_argument("--key", default="", help=argparse.SUPPRESS)  # the resident's
     args = parser.parse_args(argv)
     if args.resident:  # the resident logger (ragsweep.tracking.resident)
-        os._exit(serve_resident(args.idle_seconds))
+        os._exit(serve_resident(args.idle_seconds, args.key))
     if args.serve:
         status = serve(sys.stdin, args.answers, args.after, args.lock_fd)
         os._exit(status)  # every run is committed: skip tearing down MLflow's modules

@@ -24,6 +24,7 @@ import json
 import os
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import threading
@@ -112,13 +113,14 @@ def connect(idle_seconds: int) -> tuple[socket.socket, Place]:
     """A connection to the resident logger of this setup, started first (detached, its
     output in its log) when none answers; waits at most :data:`START_SECONDS` for it.
     Raises OSError (ResidentRefused saying why) when it cannot be used."""
-    place = Place.of(private_folder(), resident_key())
+    key = resident_key()
+    place = Place.of(private_folder(), key)
     connection = _connected(place)
     if connection is not None:
         return connection, place
     with place.log.open("a", encoding="utf-8") as log:
         process = subprocess.Popen(
-            [*COMMAND, "--resident", f"--idle-seconds={idle_seconds}"],
+            [*COMMAND, "--resident", f"--idle-seconds={idle_seconds}", f"--key={key}"],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -183,11 +185,16 @@ class Connection:
 # -- the logger's side ---------------------------------------------------------------------
 
 
-def serve_resident(idle_seconds: int) -> int:
+def serve_resident(idle_seconds: int, key: str) -> int:
     """``ragsweep-log --resident``: listen on this setup's socket and serve each connection
     as a session (module docstring) until idle for ``idle_seconds`` or the socket file is
-    gone. Exits at once (status 0) when another one holds the lock."""
-    place = Place.of(private_folder(), resident_key())
+    gone. Exits at once: with status 0 when another one holds the lock, 1 when this
+    process's setup is not the ``key`` of the command that started it (it imported other
+    code: the command does not wait for it)."""
+    if key != resident_key():
+        print(f"not started: this process's setup is not {key}'s", flush=True)
+        return 1
+    place = Place.of(private_folder(), key)
     with place.lock.open("a") as lock:
         try:
             locks.acquire(lock, wait_seconds=0)
@@ -242,14 +249,28 @@ def _accept(listener: socket.socket, place: Place, idle_seconds: int) -> None:
 
 
 def _session(connection: socket.socket, sessions: _Sessions) -> None:
-    """One session: the logger's protocol over ``connection``."""
+    """One session: the logger's protocol over ``connection``, from a process of this user
+    only (the private folder already keeps others out)."""
     requests: IO[Any] = connection.makefile("r", encoding="utf-8")
     answers: IO[Any] = connection.makefile("w", encoding="utf-8")
     try:
-        serve_session(requests, answers)
+        if _peer_uid(connection) == os.getuid():
+            serve_session(requests, answers)
     except (OSError, ValueError) as exc:  # the command went away mid-line
         print(f"a session ended early: {exc}", flush=True)
     finally:
-        requests.close()
+        for stream in (requests, answers):
+            with contextlib.suppress(OSError):
+                stream.close()
         connection.close()
         sessions.add(-1)
+
+
+def _peer_uid(connection: socket.socket) -> int:
+    """The user id of the process at the other end (Linux's ``SO_PEERCRED``; elsewhere
+    the folder's permissions alone)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return os.getuid()
+    credentials = connection.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    return int(struct.unpack("3i", credentials)[1])
