@@ -28,6 +28,12 @@ a sweep's path (that work holds the GIL). So the logging is done by one program,
   with status 2. Launchers that run jobs in other processes (joblib, Ray, submitit) log in
   those processes; so does every job with ``tracking.background=never``.
 
+With ``tracking.resident`` on a ready SQLite store, the logger of a sweep or of a single run
+that logs before it exits is a session with the resident logger instead
+(:mod:`ragsweep.tracking.resident`, :func:`wants_resident`): the same requests and answers
+over its socket (:class:`ragsweep.tracking.resident.Connection` in place of :class:`Pipes`),
+falling back to a logger of the command's own, with a note in its output, when that fails.
+
 See docs/tracking.md, "Background logging".
 """
 
