@@ -3,7 +3,8 @@
 ``ragsweep-log --resident`` that later commands reuse; a store file replaced under it is
 reopened, not written to in its deleted copy; a server killed mid-session is replaced by
 logging in the command's process, nothing lost or logged twice; a folder others can enter
-is refused for the per-command logger, with a note; an idle server exits.
+is refused for the per-command logger, with a note; an idle server exits; a command in
+another working directory gets another server, one that has opened its store the same.
 
 Every run is a real ``ragsweep`` process, every store a real SQLite file, every logger the
 real process; each test has its own ``XDG_RUNTIME_DIR``, whose servers it stops.
@@ -31,7 +32,8 @@ from ragsweep.core import tags as tag
 from ragsweep.core.names import RECORD_FILE
 from ragsweep.tracking.background import LOGGER_OUTPUT, Pipes, SweepLogger
 from ragsweep.tracking.log import LOG_FILE, ensure_experiment
-from ragsweep.tracking.resident import FOLDER_NAME, Connection
+from ragsweep.tracking.resident import FOLDER_NAME, Connection, resident_key
+from ragsweep.tracking.store import HTTP_SETTINGS_ENV, apply_http_settings
 from tests.run.test_pipeline import project_overrides
 
 BIN = Path(sys.executable).parent
@@ -231,3 +233,26 @@ def test_a_folder_others_can_enter_is_refused(
     assert note.startswith("note: not logging through the resident MLflow logger: ")
     assert "open to other users (mode 755)" in note
     assert not list(runtime.glob(f"{FOLDER_NAME}/*"))
+
+
+def test_the_key_covers_the_working_directory_not_what_opening_a_store_sets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative ``sqlite:///mlflow.db`` in a record names a file in the logger's working
+    directory: a server started elsewhere would log the run to another store. The
+    ``MLFLOW_HTTP_REQUEST_*`` a sweep file sets when it opens its store before its logger
+    starts must not part it from a single run's server."""
+    for name in HTTP_SETTINGS_ENV:
+        monkeypatch.delenv(name, raising=False)  # restored after the test
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    key = resident_key()
+    apply_http_settings(TrackingConfig(timeout=3, retries=0))
+    assert resident_key() == key
+    monkeypatch.chdir(tmp_path / "b")
+    assert resident_key() != key
+    monkeypatch.chdir(tmp_path / "a")
+    assert resident_key() == key
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///other.db")
+    assert resident_key() != key

@@ -8,12 +8,13 @@ started detached by the first command that finds none (:func:`connect`). Each co
 is one session of the logger's own protocol (:func:`ragsweep.tracking.logger.serve_session`,
 in a thread; the requests themselves are done one at a time). The socket's name is a digest
 of everything that makes a long-lived process wrong for a new command (:func:`resident_key`),
-so a changed interpreter, version, source file or ``MLFLOW_*``/``RAGSWEEP_*`` variable
-starts another one. It prints what it logged to its log file beside the socket, and exits
-after ``tracking.resident_idle_seconds`` without a session, or at once when its socket
-file is removed or replaced (that is how to stop it). Its lock file, held while it lives,
-keeps a second one started at the same time from taking the socket over. A store file
-replaced between sessions is reopened (:func:`ragsweep.tracking.store.open_client`).
+so a changed interpreter, version, source file, working directory or
+``MLFLOW_*``/``RAGSWEEP_*`` variable starts another one. It prints what it logged to its
+log file beside the socket, and exits after ``tracking.resident_idle_seconds`` without a
+session, or at once when its socket file is removed or replaced (that is how to stop it).
+Its lock file, held while it lives, keeps a second one started at the same time from
+taking the socket over. A store file replaced between sessions is reopened
+(:func:`ragsweep.tracking.store.open_client`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import IO, Any
 import ragsweep
 from ragsweep.core import locks
 from ragsweep.tracking.logger import COMMAND, LOGGING, serve_session
-from ragsweep.tracking.store import file_identity
+from ragsweep.tracking.store import HTTP_SETTINGS_ENV, PROGRESS_BAR_ENV, file_identity
 
 RESIDENT_IDLE_SECONDS = 900
 """The default of ``tracking.resident_idle_seconds``: how long the resident logger waits
@@ -48,6 +49,11 @@ START_SECONDS = 10.0
 TICK_SECONDS = 0.5
 """How often the resident logger checks its socket file and its idle time."""
 KEYED_ENV_PREFIXES = ("MLFLOW_", "RAGSWEEP_")
+UNKEYED_ENV = frozenset({*HTTP_SETTINGS_ENV, PROGRESS_BAR_ENV})
+"""``MLFLOW_*`` variables ragsweep sets in its own process (from a store's tracking settings,
+and for its own standard error), left out of the key: a command that has opened a store
+before starting its logger (a sweep file's) finds the logger of one that has not (a single
+run's), and the logger sets them itself when it opens a session's store."""
 FOLDER_NAME = "ragsweep"
 
 
@@ -90,8 +96,10 @@ def private_folder() -> Path:
 def resident_key() -> str:
     """A digest of what a long-lived logger must share with a command: the interpreter,
     ragsweep's and MLflow's versions, the size and time of every ragsweep source file (an
-    editable install changes without a new version) and the ``MLFLOW_*``/``RAGSWEEP_*``
-    environment (hashed with the rest, never written anywhere)."""
+    editable install changes without a new version), the working directory (a relative
+    store or artifact path in a run's record is read in the logger's) and the
+    ``MLFLOW_*``/``RAGSWEEP_*`` environment but :data:`UNKEYED_ENV` (hashed with the rest,
+    never written anywhere)."""
     try:
         mlflow_version = version("mlflow")
     except PackageNotFoundError:
@@ -101,8 +109,13 @@ def resident_key() -> str:
         (str(p.relative_to(package)), p.stat().st_size, p.stat().st_mtime_ns)
         for p in package.rglob("*.py")
     )
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith(KEYED_ENV_PREFIXES))
-    facts = [sys.executable, str(package), ragsweep.__version__, mlflow_version, sources, env]
+    env = sorted(
+        (k, v)
+        for k, v in os.environ.items()
+        if k.startswith(KEYED_ENV_PREFIXES) and k not in UNKEYED_ENV
+    )
+    setup = [sys.executable, str(package), ragsweep.__version__, mlflow_version, sources]
+    facts = [*setup, os.getcwd(), env]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
 
 

@@ -82,12 +82,20 @@ def artifact_location(cfg: TrackingConfig, uri: str) -> str | None:
     return None
 
 
+HTTP_SETTINGS_ENV = (
+    "MLFLOW_HTTP_REQUEST_TIMEOUT",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+)
+"""MLflow's variables :func:`apply_http_settings` sets: ``tracking.timeout``,
+``tracking.retries`` and :data:`BACKOFF_FACTOR`."""
+
+
 def apply_http_settings(cfg: TrackingConfig) -> None:
     """Bound every request of this process to a tracking server: MLflow reads these
     environment variables at each request (``mlflow.utils.rest_utils``)."""
-    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(cfg.timeout)
-    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(cfg.retries)
-    os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] = str(BACKOFF_FACTOR)
+    values = (cfg.timeout, cfg.retries, BACKOFF_FACTOR)
+    os.environ.update({name: str(v) for name, v in zip(HTTP_SETTINGS_ENV, values, strict=True)})
 
 
 # --- SQLite: detect and repair a half-created store ---------------------------------------
