@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ragsweep.cli.errors import nonempty_argument
-from ragsweep.config.schema import TrackingConfig
+from ragsweep.config.schema import RESIDENT_IDLE_SECONDS, TrackingConfig
 from ragsweep.core.errors import RagsweepError
 from ragsweep.tracking.log import RunRecord, find_logged, load_record, log_run_once
 from ragsweep.tracking.logger import serve
-from ragsweep.tracking.resident import RESIDENT_IDLE_SECONDS, serve_resident
+from ragsweep.tracking.resident import serve_resident
 from ragsweep.tracking.store import forget_pending, tracking_uri
 
 EXIT_ERROR = 2

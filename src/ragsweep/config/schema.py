@@ -419,6 +419,9 @@ class EvalConfig:
 
 BACKGROUND_MODES = ("auto", "always", "never")
 """Values of ``tracking.background`` (:data:`ragsweep.tracking.background.BACKGROUND_RULES`)."""
+RESIDENT_IDLE_SECONDS = 900
+"""The default of ``tracking.resident_idle_seconds``: how long the resident logger waits
+for a session before it exits (:mod:`ragsweep.tracking.resident`)."""
 
 
 @dataclass(frozen=True)
@@ -452,7 +455,7 @@ class TrackingConfig:
     retries: int = not_hashed(2)
     background: str = not_hashed("auto")
     resident: bool = not_hashed(False)
-    resident_idle_seconds: int = not_hashed(900)
+    resident_idle_seconds: int = not_hashed(RESIDENT_IDLE_SECONDS)
 
     def __post_init__(self) -> None:
         check_all(

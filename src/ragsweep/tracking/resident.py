@@ -41,9 +41,6 @@ from ragsweep.core import locks
 from ragsweep.tracking.logger import COMMAND, LOGGING, serve_session
 from ragsweep.tracking.store import HTTP_SETTINGS_ENV, PROGRESS_BAR_ENV, file_identity
 
-RESIDENT_IDLE_SECONDS = 900
-"""The default of ``tracking.resident_idle_seconds``: how long the resident logger waits
-for a session before it exits."""
 START_SECONDS = 10.0
 """How long a command waits for the resident logger it started to listen."""
 TICK_SECONDS = 0.5
