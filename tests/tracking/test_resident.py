@@ -32,7 +32,7 @@ from ragsweep.core import tags as tag
 from ragsweep.core.names import RECORD_FILE
 from ragsweep.tracking.background import LOGGER_OUTPUT, Pipes, SweepLogger
 from ragsweep.tracking.log import LOG_FILE, ensure_experiment
-from ragsweep.tracking.resident import FOLDER_NAME, Connection, resident_key
+from ragsweep.tracking.resident import FOLDER_NAME, Connection, connect, resident_key
 from ragsweep.tracking.store import HTTP_SETTINGS_ENV, apply_http_settings
 from tests.run.test_pipeline import project_overrides
 
@@ -256,3 +256,15 @@ def test_the_key_covers_the_working_directory_not_what_opening_a_store_sets(
     assert resident_key() == key
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///other.db")
     assert resident_key() != key
+
+
+def test_kill_stops_it_as_removing_its_socket_does(runtime: Path) -> None:
+    """docs/tracking.md: ``kill`` of the process id in its ``.pid`` file stops it after the
+    request it is doing (not in the middle of a run), and its files go with it."""
+    connection, place = connect(60)
+    connection.close()
+    pid = server_pid(runtime)
+    os.kill(pid, signal.SIGTERM)
+    assert gone(pid, 10.0)
+    assert place.log.read_text(encoding="utf-8").splitlines()[-1] == "exiting"
+    assert not place.pid.exists() and not place.socket.exists()

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import socket
 import stat
 import struct
@@ -242,8 +243,10 @@ class _Sessions:
 
 def _accept(listener: socket.socket, place: Place, idle_seconds: int) -> None:
     """Accept sessions until idle or the socket file is not ours any more; then remove it
-    if it still is."""
+    if it still is. ``kill`` (SIGTERM) removes it: the logger stops as it does then, once
+    the request it is doing is done."""
     bound = file_identity(place.socket)
+    signal.signal(signal.SIGTERM, lambda *_: place.socket.unlink(missing_ok=True))
     sessions = _Sessions()
     while file_identity(place.socket) == bound:
         if not sessions.open and time.monotonic() - sessions.idle_since >= idle_seconds:
