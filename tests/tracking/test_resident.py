@@ -12,6 +12,7 @@ real process; each test has its own ``XDG_RUNTIME_DIR``, whose servers it stops.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -31,7 +32,7 @@ from ragsweep.config.schema import TrackingConfig
 from ragsweep.core import tags as tag
 from ragsweep.core.names import RECORD_FILE
 from ragsweep.tracking.background import LOGGER_OUTPUT, Pipes, SweepLogger
-from ragsweep.tracking.log import LOG_FILE, ensure_experiment
+from ragsweep.tracking.log import LOG_FILE, ensure_experiment, load_record
 from ragsweep.tracking.resident import FOLDER_NAME, Connection, connect, resident_key
 from ragsweep.tracking.store import HTTP_SETTINGS_ENV, apply_http_settings
 from tests.run.test_pipeline import project_overrides
@@ -217,6 +218,37 @@ def test_a_killed_server_s_runs_are_logged_here_once(
     assert [o.error for o in [answered, *rest]] == [None, None, None]
     ids = {answered.run_id, *(o.run_id for o in rest)}
     assert run_ids(db) == {earlier, *ids} and len(ids) == 3
+
+
+def resident_session(output: Path, tracking: TrackingConfig, run_dir: Path) -> str:
+    """Log ``run_dir`` in one session with the resident logger; its run id."""
+    logger = SweepLogger.start(output, dataclasses.replace(tracking, resident=True))
+    assert isinstance(logger.transport, Connection)
+    logger.submit(run_dir)
+    (logged,) = logger.close()
+    assert logged.error is None and logged.run_id is not None
+    return logged.run_id
+
+
+@pytest.mark.slow  # a run, then the server's start
+def test_a_session_looks_its_experiment_up_again(
+    tmp_path: Path, mini_project: Path, template: Path, runtime: Path
+) -> None:
+    """The experiment renamed (MLflow's UI) and a new one of its name created between two
+    sessions: the next run goes to the new one, not to the id the server found first."""
+    db = store(tmp_path, template)
+    first, second = fresh_run_dirs(tmp_path, mini_project, db, 2)
+    tracking, _ = load_record(first)
+    resident_session(tmp_path / "logger.txt", tracking, first)
+    with closing(sqlite3.connect(db)) as connection, connection:
+        renamed = "UPDATE experiments SET name = 'old' WHERE name = ?"
+        connection.execute(renamed, (tracking.experiment,))
+    created = ensure_experiment(tracking)  # as a run logged in its own process does
+    run_id = resident_session(tmp_path / "logger.txt", tracking, second)
+    with closing(sqlite3.connect(db)) as connection:
+        query = "SELECT experiment_id FROM runs WHERE run_uuid = ?"
+        (found,) = connection.execute(query, (run_id,)).fetchone()
+    assert str(found) == created
 
 
 def test_a_folder_others_can_enter_is_refused(

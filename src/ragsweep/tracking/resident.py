@@ -40,7 +40,12 @@ from typing import IO, Any
 import ragsweep
 from ragsweep.core import locks
 from ragsweep.tracking.logger import COMMAND, LOGGING, serve_session
-from ragsweep.tracking.store import HTTP_SETTINGS_ENV, PROGRESS_BAR_ENV, file_identity
+from ragsweep.tracking.store import (
+    HTTP_SETTINGS_ENV,
+    PROGRESS_BAR_ENV,
+    file_identity,
+    forget_experiments,
+)
 
 START_SECONDS = 10.0
 """How long a command waits for the resident logger it started to listen."""
@@ -268,6 +273,8 @@ def _session(connection: socket.socket, sessions: _Sessions) -> None:
     answers: IO[Any] = connection.makefile("w", encoding="utf-8")
     try:
         if _peer_uid(connection) == os.getuid():
+            with LOGGING:  # experiments found by an earlier session: looked up again
+                forget_experiments()
             serve_session(requests, answers)
     except (OSError, ValueError) as exc:  # the command went away mid-line
         print(f"a session ended early: {exc}", flush=True)

@@ -449,6 +449,15 @@ def _forget_opened(file: Path | None) -> None:
         engines.pop(uri).dispose()
 
 
+def forget_experiments() -> None:
+    """Look every experiment up again at the next :func:`prepare_store` (a new session of
+    the long-lived logger, :mod:`ragsweep.tracking.resident`): since this process found it,
+    the experiment of a name may have been renamed (MLflow's UI) and another one created
+    with the name, or deleted for good; the cached id would log runs into the wrong one."""
+    for ready in _READY.values():
+        ready.experiment_ids.clear()
+
+
 def _mark_ready(uri: str, kind: StoreKind) -> ReadyStore:
     if not is_local(uri):  # a server or remote database: checked each time
         return ReadyStore(uri, None, {})
