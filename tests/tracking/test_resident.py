@@ -132,6 +132,13 @@ def logged_lines(output: Path) -> list[str]:
     return [line.rsplit(" ", 1)[1] for line in lines if ": logged as run " in line]
 
 
+def server_logged(runtime: Path) -> list[str]:
+    """The run ids the resident logger's own log says it logged (a command that fell back
+    to a logger of its own writes the same lines to its output file, not there)."""
+    (log,) = runtime.glob(f"{FOLDER_NAME}/*.log")
+    return logged_lines(log)
+
+
 def newest_log(tmp_path: Path) -> Path:
     return max((tmp_path / "out").rglob(LOG_FILE), key=lambda p: p.stat().st_mtime_ns)
 
@@ -148,7 +155,9 @@ def test_pipe_runs_share_one_server(
     assert server_pid(runtime) == pid  # the same process logged both
     logged = [*logged_lines(first), *logged_lines(second)]
     assert len(logged) == 2 and set(logged) == run_ids(db)
-    assert "resident MLflow logger" in first.read_text(encoding="utf-8")
+    assert server_logged(runtime) == logged
+    for output in (first, second):
+        assert "logging through the resident MLflow logger" in output.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow  # five runs
@@ -165,6 +174,7 @@ def test_a_replaced_store_is_reopened(
     ragsweep(tmp_path, mini_project, db, RESIDENT, "chunking.size=100")
     assert server_pid(runtime) == pid  # the server that had the old file open
     (through_server,) = logged_lines(newest_log(tmp_path))
+    assert server_logged(runtime) == [before, through_server]
     assert run_ids(db) == {created, through_server}
     assert before not in {created, through_server}
 
@@ -179,6 +189,7 @@ def test_a_grid_logs_through_it_and_it_exits_idle(
     ragsweep(tmp_path, mini_project, db, RESIDENT, idle, *grid, multirun=True)
     logged = logged_lines(sweep_dir / LOGGER_OUTPUT)
     assert len(logged) == 2 and set(logged) == run_ids(db)
+    assert sorted(server_logged(runtime)) == sorted(logged)
     assert gone(server_pid(runtime), 10.0)  # idle for a second: it exits, its files with it
     assert not list(runtime.glob(f"{FOLDER_NAME}/*.sock"))
     assert not list(runtime.glob(f"{FOLDER_NAME}/*.pid"))
