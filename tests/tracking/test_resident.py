@@ -287,18 +287,20 @@ def test_the_key_covers_the_working_directory_not_what_opening_a_store_sets(
     starts must not part it from a single run's server."""
     for name in HTTP_SETTINGS_ENV:
         monkeypatch.delenv(name, raising=False)  # restored after the test
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    monkeypatch.chdir(tmp_path / "a")
-    key = resident_key()
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in (a, b):
+        folder.mkdir()
+    monkeypatch.chdir(a)
+    key = resident_key(a)
     apply_http_settings(TrackingConfig(timeout=3, retries=0))
-    assert resident_key() == key
-    monkeypatch.chdir(tmp_path / "b")
-    assert resident_key() != key
-    monkeypatch.chdir(tmp_path / "a")
-    assert resident_key() == key
+    assert resident_key(a) == key
+    monkeypatch.chdir(b)
+    assert resident_key(a) != key
+    monkeypatch.chdir(a)
+    assert resident_key(a) == key
+    assert resident_key(b) != key  # another user's salt: the same setup, another key
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///other.db")
-    assert resident_key() != key
+    assert resident_key(a) != key
 
 
 def test_kill_stops_it_as_removing_its_socket_does(runtime: Path) -> None:

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import signal
 import socket
 import stat
@@ -58,6 +59,8 @@ and for its own standard error), left out of the key: a command that has opened 
 before starting its logger (a sweep file's) finds the logger of one that has not (a single
 run's), and the logger sets them itself when it opens a session's store."""
 FOLDER_NAME = "ragsweep"
+SALT_FILE = "salt"
+"""In the private folder: this user's random secret, which the key digests too."""
 
 
 class ResidentRefused(OSError):
@@ -96,13 +99,28 @@ def private_folder() -> Path:
     return folder
 
 
-def resident_key() -> str:
+def user_salt(folder: Path) -> str:
+    """This user's random secret in the private ``folder``, made by the first command that
+    needs it: the key digests it too, so the key (in the socket's name, which every user
+    can list in ``/proc/net/unix``, and on the logger's command line) cannot be used to
+    check guesses at the environment it digests (an ``MLFLOW_TRACKING_PASSWORD``)."""
+    salt = folder / SALT_FILE
+    if not salt.exists():
+        made = folder / f".{SALT_FILE}-{os.getpid()}"
+        made.write_text(secrets.token_hex(16), encoding="utf-8")
+        with contextlib.suppress(FileExistsError):
+            os.link(made, salt)  # whole, and the first one made is the one kept
+        made.unlink()
+    return salt.read_text(encoding="utf-8")
+
+
+def resident_key(folder: Path) -> str:
     """A digest of what a long-lived logger must share with a command: the interpreter,
     ragsweep's and MLflow's versions, the size and time of every ragsweep source file (an
     editable install changes without a new version), the working directory (a relative
     store or artifact path in a run's record is read in the logger's) and the
     ``MLFLOW_*``/``RAGSWEEP_*`` environment but :data:`UNKEYED_ENV` (hashed with the rest,
-    never written anywhere)."""
+    never written anywhere), with the :func:`user_salt` of ``folder``."""
     try:
         mlflow_version = version("mlflow")
     except PackageNotFoundError:
@@ -118,7 +136,7 @@ def resident_key() -> str:
         if k.startswith(KEYED_ENV_PREFIXES) and k not in UNKEYED_ENV
     )
     setup = [sys.executable, str(package), ragsweep.__version__, mlflow_version, sources]
-    facts = [*setup, os.getcwd(), env]
+    facts = [*setup, os.getcwd(), env, user_salt(folder)]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
 
 
@@ -129,8 +147,9 @@ def connect(idle_seconds: int) -> tuple[socket.socket, Place]:
     """A connection to the resident logger of this setup, started first (detached, its
     output in its log) when none answers; waits at most :data:`START_SECONDS` for it.
     Raises OSError (ResidentRefused saying why) when it cannot be used."""
-    key = resident_key()
-    place = Place.of(private_folder(), key)
+    folder = private_folder()
+    key = resident_key(folder)
+    place = Place.of(folder, key)
     connection = _connected(place)
     if connection is not None:
         return connection, place
@@ -207,10 +226,11 @@ def serve_resident(idle_seconds: int, key: str) -> int:
     gone. Exits at once: with status 0 when another one holds the lock, 1 when this
     process's setup is not the ``key`` of the command that started it (it imported other
     code: the command does not wait for it)."""
-    if key != resident_key():
+    folder = private_folder()
+    if key != resident_key(folder):
         print(f"not started: this process's setup is not {key}'s", flush=True)
         return 1
-    place = Place.of(private_folder(), key)
+    place = Place.of(folder, key)
     with place.lock.open("a") as lock:
         try:
             locks.acquire(lock, wait_seconds=0)
