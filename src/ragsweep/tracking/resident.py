@@ -106,7 +106,7 @@ def user_salt(folder: Path) -> str:
     check guesses at the environment it digests (an ``MLFLOW_TRACKING_PASSWORD``)."""
     salt = folder / SALT_FILE
     if not salt.exists():
-        made = folder / f".{SALT_FILE}-{os.getpid()}"
+        made = folder / f".{SALT_FILE}-{os.getpid()}-{threading.get_ident()}"
         made.write_text(secrets.token_hex(16), encoding="utf-8")
         with contextlib.suppress(FileExistsError):
             os.link(made, salt)  # whole, and the first one made is the one kept
