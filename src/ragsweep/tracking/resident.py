@@ -59,6 +59,9 @@ and for its own standard error), left out of the key: a command that has opened 
 before starting its logger (a sweep file's) finds the logger of one that has not (a single
 run's), and the logger sets them itself when it opens a session's store."""
 FOLDER_NAME = "ragsweep"
+UCRED = "iII"
+"""Linux's ``struct ucred`` (``SO_PEERCRED``): a signed ``pid_t``, an unsigned ``uid_t`` and
+``gid_t`` (a user id over 2^31 read as signed would never equal :func:`os.getuid`)."""
 SALT_FILE = "salt"
 """In the private folder: this user's random secret, which the key digests too."""
 
@@ -312,5 +315,5 @@ def _peer_uid(connection: socket.socket) -> int:
     option = getattr(socket, "SO_PEERCRED", None)
     if option is None:
         return os.getuid()
-    credentials = connection.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    return int(struct.unpack("3i", credentials)[1])
+    credentials = connection.getsockopt(socket.SOL_SOCKET, option, struct.calcsize(UCRED))
+    return int(struct.unpack(UCRED, credentials)[1])
