@@ -20,6 +20,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,11 +30,19 @@ from pathlib import Path
 import pytest
 
 from ragsweep.config.schema import TrackingConfig
+from ragsweep.core import locks
 from ragsweep.core import tags as tag
 from ragsweep.core.names import RECORD_FILE
 from ragsweep.tracking.background import LOGGER_OUTPUT, Pipes, SweepLogger
 from ragsweep.tracking.log import LOG_FILE, ensure_experiment, load_record
-from ragsweep.tracking.resident import FOLDER_NAME, Connection, connect, resident_key
+from ragsweep.tracking.resident import (
+    FOLDER_NAME,
+    Connection,
+    Place,
+    connect,
+    private_folder,
+    resident_key,
+)
 from ragsweep.tracking.store import HTTP_SETTINGS_ENV, apply_http_settings
 from tests.run.test_pipeline import project_overrides
 
@@ -313,3 +322,18 @@ def test_kill_stops_it_as_removing_its_socket_does(runtime: Path) -> None:
     assert gone(pid, 10.0)
     assert place.log.read_text(encoding="utf-8").splitlines()[-1] == "exiting"
     assert not place.pid.exists() and not place.socket.exists()
+
+
+def test_one_started_while_another_stops_takes_over(runtime: Path) -> None:
+    """A command that finds no socket while the logger whose socket was removed finishes
+    its request (it still holds the lock) gets the next logger once that one has gone, not
+    a wait of ``START_SECONDS`` and then a logger of its own."""
+    folder = private_folder()
+    place = Place.of(folder, resident_key(folder))
+    with place.lock.open("a") as lock:
+        locks.acquire(lock)  # the stopping logger's
+        stops = threading.Timer(1.0, locks.release, args=(lock,))
+        stops.start()
+        connection, _ = connect(60)
+        stops.join()
+    connection.close()

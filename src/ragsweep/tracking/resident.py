@@ -226,9 +226,10 @@ class Connection:
 def serve_resident(idle_seconds: int, key: str) -> int:
     """``ragsweep-log --resident``: listen on this setup's socket and serve each connection
     as a session (module docstring) until idle for ``idle_seconds`` or the socket file is
-    gone. Exits at once: with status 0 when another one holds the lock, 1 when this
-    process's setup is not the ``key`` of the command that started it (it imported other
-    code: the command does not wait for it)."""
+    gone. Exits with status 0 when another one holds the lock for :data:`START_SECONDS` (it
+    listens: the command connects to it meanwhile), and at once with 1 when this process's
+    setup is not the ``key`` of the command that started it (it imported other code: the
+    command does not wait for it)."""
     folder = private_folder()
     if key != resident_key(folder):
         print(f"not started: this process's setup is not {key}'s", flush=True)
@@ -236,9 +237,9 @@ def serve_resident(idle_seconds: int, key: str) -> int:
     place = Place.of(folder, key)
     with place.lock.open("a") as lock:
         try:
-            locks.acquire(lock, wait_seconds=0)
+            locks.acquire(lock, wait_seconds=START_SECONDS)  # one stopping lets go soon
         except locks.LockTimeout:
-            return 0  # another one started first and listens, or is about to
+            return 0  # another one started first and listens
         place.socket.unlink(missing_ok=True)  # a killed logger's
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(place.socket))
