@@ -11,6 +11,12 @@ Load from other processes on the machine so falls on every side alike. The other
 checkout runs with the same interpreter and libraries, its ``src`` first on
 ``PYTHONPATH``. Output goes to a pipe, as a script's would (so a single run logs before it
 exits, ``tracking.background=auto``). Each side works in a folder of its own.
+
+The ``resident`` rows (``tracking.resident=true``, docs/tracking.md "The resident logger")
+run on this checkout only (a checkout without the key is skipped, ``-``): the resident
+logger, private to the bench (its own ``XDG_RUNTIME_DIR``), is started by an untimed run
+before timing and stopped (its socket removed) at the end. Their CPU column leaves out the
+resident logger's own CPU: it is not a process the run waits for.
 """
 
 from __future__ import annotations
@@ -29,10 +35,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RAGSWEEP = [str(Path(sys.executable).parent / "ragsweep")]  # the console script
 GRID = ["-m", "chunking.size=400,800", "chunking.overlap=0,100"]
+RESIDENT = "tracking.resident=true"
 ROWS: dict[str, list[str]] = {
     "demo 4-config BM25 grid, MLflow on": GRID,
+    "demo 4-config BM25 grid, MLflow on, resident": [*GRID, RESIDENT],
     "demo 4-config BM25 grid, tracking=off": [*GRID, "tracking=off"],
     "demo one run to a pipe, MLflow on": [],
+    "demo one run to a pipe, MLflow on, resident": [RESIDENT],
     "demo one run to a pipe, tracking=off": ["tracking=off"],
     "ragsweep --help": ["--help"],
 }
@@ -43,11 +52,16 @@ def cpu_of_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def runs_on(row_args: list[str], src: Path | None) -> bool:
+    """Whether a row runs on a side: the resident rows on this checkout only."""
+    return src is None or RESIDENT not in row_args
+
+
 def timed(args: list[str], cwd: Path, src: Path | None) -> tuple[float, float]:
     """Wall seconds of one ``ragsweep`` process (it must succeed), and the CPU seconds of
     it and the processes it waited for (its logger): on a loaded machine the CPU time
-    moves less than the wall time."""
-    env = {**os.environ, "MLFLOW_TRACKING_URI": ""}
+    moves less than the wall time. The resident logger lives in ``cwd``'s ``runtime``."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": "", "XDG_RUNTIME_DIR": str(cwd / "runtime")}
     if src is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
     started, cpu = time.perf_counter(), cpu_of_children()
@@ -79,23 +93,30 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         folders = {side: Path(work) / side for side in sides}
         for folder in folders.values():
-            folder.mkdir()
+            (folder / "runtime").mkdir(mode=0o700, parents=True)
         times: dict[str, dict[str, list[tuple[float, float]]]] = {
             r: {s: [] for s in sides} for r in rows
         }
-        for row_args in rows.values():  # untimed: store created, cache filled
+        untimed = [*rows.values(), *(r for r in rows.values() if RESIDENT in r)]
+        for row_args in untimed:  # store created, cache filled, resident logger started
             for side, src in sides.items():
-                timed(row_args, folders[side], src)
+                if runs_on(row_args, src):
+                    timed(row_args, folders[side], src)
         for _ in range(args.repeat):
             for row, row_args in rows.items():
                 for side, src in sides.items():
-                    times[row][side].append(timed(row_args, folders[side], src))
-    medians = {row: {side: _medians(t) for side, t in by.items()} for row, by in times.items()}
+                    if runs_on(row_args, src):
+                        times[row][side].append(timed(row_args, folders[side], src))
+        for socket_file in Path(work).glob("*/runtime/ragsweep/*.sock"):
+            socket_file.unlink()  # the resident logger exits
+    medians = {row: {side: _medians(t) for side, t in by.items() if t} for row, by in times.items()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"medians": medians, "times": times}, indent=1) + "\n")
     print(f"| what (wall; CPU) | {' | '.join(sides)} |\n|---|{'---|' * len(sides)}")
     for row, by_side in medians.items():
-        cells = [f"{by_side[s][0]:.2f} s; {by_side[s][1]:.2f} s" for s in sides]
+        cells = [
+            f"{by_side[s][0]:.2f} s; {by_side[s][1]:.2f} s" if s in by_side else "-" for s in sides
+        ]
         print(f"| {row} | {' | '.join(cells)} |")
 
 

@@ -29,6 +29,7 @@ from ragsweep.core.names import RECORD_FILE
 from ragsweep.tracking.background import (
     IN_PROCESS_LAUNCHERS,
     LOGGER_OUTPUT,
+    Pipes,
     SweepLogger,
     logging_jobs,
 )
@@ -167,8 +168,9 @@ def test_a_dead_logger_s_runs_are_logged_in_the_sweep_s_process_once(
     run_dir, tracking = logged_run_dir(tmp_path, mini_project)
     fresh = copied_with_new_record(run_dir, tmp_path / "fresh")
     logger = SweepLogger.start(tmp_path / "logger.txt", tracking)
-    logger.process.kill()
-    logger.process.wait()
+    assert isinstance(logger.transport, Pipes)
+    logger.transport.process.kill()
+    logger.transport.process.wait()
     logger.submit(run_dir)  # already in the store: found there, not logged again
     logger.submit(fresh)
     outcome = logger.close()
@@ -270,5 +272,6 @@ def test_a_run_the_logger_cannot_log_is_reported_with_the_command_that_logs_it(
     assert message.startswith(f"error: run directory {broken.resolve()} was not logged")
     assert message.endswith(f"log it with: ragsweep-log {broken.resolve()}")
     assert outcome[1].error is None and outcome[1].run_id
-    assert logger.process.returncode == 0
+    assert isinstance(logger.transport, Pipes)
+    assert logger.transport.process.returncode == 0
     assert len(runs(tmp_path / "out")) == 2

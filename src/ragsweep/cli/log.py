@@ -16,7 +16,8 @@ Exit status: 0 when every directory is logged (or already was), 2 when any faile
 failure is printed as ``error: DIR: ...``; the other directories are still handled).
 
 ``ragsweep-log --serve`` (not shown in the help) is the background logger a run or a sweep
-starts (:mod:`ragsweep.tracking.logger`).
+starts (:mod:`ragsweep.tracking.logger`); ``ragsweep-log --resident`` the long-lived one
+(:mod:`ragsweep.tracking.resident`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ragsweep.cli.errors import nonempty_argument
-from ragsweep.config.schema import TrackingConfig
+from ragsweep.config.schema import RESIDENT_IDLE_SECONDS, TrackingConfig
 from ragsweep.core.errors import RagsweepError
 from ragsweep.tracking.log import RunRecord, find_logged, load_record, log_run_once
 from ragsweep.tracking.logger import serve
+from ragsweep.tracking.resident import serve_resident
 from ragsweep.tracking.store import forget_pending, tracking_uri
 
 EXIT_ERROR = 2
@@ -108,7 +110,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--answers", type=int, help=argparse.SUPPRESS)  # pipe: a sweep's
     parser.add_argument("--after", type=int, help=argparse.SUPPRESS)  # pipe: the run's end
     parser.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # a marker's lock
+    parser.add_argument("--resident", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--idle-seconds", type=int, default=RESIDENT_IDLE_SECONDS, help=argparse.SUPPRESS
+    )
+    parser.add_argument("--key", default="", help=argparse.SUPPRESS)  # the resident's
     args = parser.parse_args(argv)
+    if args.resident:  # the resident logger (ragsweep.tracking.resident)
+        os._exit(serve_resident(args.idle_seconds, args.key))
     if args.serve:
         status = serve(sys.stdin, args.answers, args.after, args.lock_fd)
         os._exit(status)  # every run is committed: skip tearing down MLflow's modules

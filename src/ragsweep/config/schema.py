@@ -419,6 +419,9 @@ class EvalConfig:
 
 BACKGROUND_MODES = ("auto", "always", "never")
 """Values of ``tracking.background`` (:data:`ragsweep.tracking.background.BACKGROUND_RULES`)."""
+RESIDENT_IDLE_SECONDS = 900
+"""The default of ``tracking.resident_idle_seconds``: how long the resident logger waits
+for a session before it exits (:mod:`ragsweep.tracking.resident`)."""
 
 
 @dataclass(frozen=True)
@@ -432,7 +435,11 @@ class TrackingConfig:
     (not ``-m``) hands its logging to a detached ``ragsweep-log`` process instead of waiting
     for MLflow: ``auto`` when its standard output is a terminal, ``always``, or ``never``
     (:mod:`ragsweep.tracking.background`); with ``auto`` or ``always``, the jobs of a sweep on
-    the basic launcher hand their runs to the sweep's logger (same module).
+    the basic launcher hand their runs to the sweep's logger (same module). ``resident``:
+    that logger (a sweep's, or a single run's that logs before it exits) is a session with
+    one long-lived ``ragsweep-log --resident`` process that already has MLflow imported and
+    a SQLite store open (:mod:`ragsweep.tracking.resident`), which exits after
+    ``resident_idle_seconds`` without a session.
     """
 
     enabled: bool = not_hashed(True)
@@ -447,6 +454,8 @@ class TrackingConfig:
     timeout: int = not_hashed(10)
     retries: int = not_hashed(2)
     background: str = not_hashed("auto")
+    resident: bool = not_hashed(False)
+    resident_idle_seconds: int = not_hashed(RESIDENT_IDLE_SECONDS)
 
     def __post_init__(self) -> None:
         check_all(
@@ -455,6 +464,7 @@ class TrackingConfig:
             [
                 (self.timeout >= 1, "timeout", "a whole number of seconds >= 1"),
                 (self.retries >= 0, "retries", ">= 0"),
+                (self.resident_idle_seconds >= 1, "resident_idle_seconds", ">= 1"),
                 (
                     self.background in BACKGROUND_MODES,
                     "background",

@@ -28,6 +28,12 @@ a sweep's path (that work holds the GIL). So the logging is done by one program,
   with status 2. Launchers that run jobs in other processes (joblib, Ray, submitit) log in
   those processes; so does every job with ``tracking.background=never``.
 
+With ``tracking.resident`` on a ready SQLite store, the logger of a sweep or of a single run
+that logs before it exits is a session with the resident logger instead
+(:mod:`ragsweep.tracking.resident`, :func:`wants_resident`): the same requests and answers
+over its socket (:class:`ragsweep.tracking.resident.Connection` in place of :class:`Pipes`),
+falling back to a logger of the command's own, with a note in its output, when that fails.
+
 See docs/tracking.md, "Background logging".
 """
 
@@ -49,9 +55,10 @@ from typing import IO, Any
 from ragsweep.config.schema import TrackingConfig
 from ragsweep.core.errors import RagsweepError
 from ragsweep.core.terminal import terminal_width, wrap
-from ragsweep.tracking import pending
+from ragsweep.tracking import pending, resident
 from ragsweep.tracking.log import LOG_FILE, RunRecord, not_logged, save_record
 from ragsweep.tracking.logger import (
+    COMMAND,
     END,
     KEY,
     MARKER,
@@ -69,6 +76,7 @@ from ragsweep.tracking.store import (
     TrackingStoreError,
     pending_dir,
     report_failed,
+    sqlite_path,
     tracking_uri,
 )
 
@@ -111,15 +119,6 @@ def wants_background(cfg: TrackingConfig, multirun: bool) -> bool:
 
 # -- starting a logger ---------------------------------------------------------------------
 
-_COMMAND = (
-    sys.executable,
-    *(("-P",) if sys.version_info >= (3, 11) else ()),  # the caller's folder is not on its path
-    "-m",
-    "ragsweep.cli.log",
-    "--serve",
-)
-"""The logger's command (``ragsweep-log --serve`` of this interpreter)."""
-
 
 def spawn(
     output: Path, *options: str, pass_fds: tuple[int, ...], append: bool, detached: bool
@@ -130,7 +129,7 @@ def spawn(
     output.parent.mkdir(parents=True, exist_ok=True)
     with output.open("a" if append else "w", encoding="utf-8") as printed:
         return subprocess.Popen(
-            [*_COMMAND, *options],
+            [*COMMAND, "--serve", *options],
             stdin=subprocess.PIPE,
             stdout=printed,
             stderr=subprocess.STDOUT,
@@ -308,22 +307,45 @@ def log_through(logger: SweepLogger, cfg: TrackingConfig, record: RunRecord) -> 
 # -- a sweep -------------------------------------------------------------------------------
 
 
+class Pipes:
+    """The transport to a command's own logger process: requests on its standard input."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+
+    def send(self, requests: Iterable[dict[str, Any]]) -> bool:
+        """Write request lines; False when the logger is gone."""
+        return send(self.process, requests)
+
+    def close(self) -> None:
+        """Nothing more to send."""
+        _close_requests(self.process)
+
+    def wait(self) -> None:
+        """Wait for the logger to exit."""
+        self.process.wait()
+
+
 class SweepLogger:
     """A running logger and the requests a sweep handed to it.
 
     A thread reads the logger's answers as they come, so the logger never waits on a full
     pipe while the sweep computes; :meth:`drain` waits for the answers to every request so
-    far. ``tracking``: the sweep's store settings (tags are set there).
+    far. ``transport``: a command's own logger process (:class:`Pipes`) or a session with
+    the resident one (:class:`ragsweep.tracking.resident.Connection`, whose outcome lines
+    the reader writes to ``echo``, the output file). ``tracking``: the sweep's store
+    settings (tags are set there).
     """
 
     def __init__(
         self,
-        process: subprocess.Popen[str],
+        transport: Pipes | resident.Connection,
         answers: IO[str],
         output: Path,
         tracking: TrackingConfig,
+        echo: IO[str] | None = None,
     ) -> None:
-        self.process = process
+        self.transport = transport
         self.output = output
         self.tracking = tracking
         self.label = "the sweep's MLflow logger"
@@ -336,14 +358,24 @@ class SweepLogger:
         self._sent = 0
         self.failed: list[Logged] = []
         """Every request that failed so far (reported as it was drained)."""
-        self._reader = threading.Thread(target=self._read, args=(answers,), daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(answers, echo), daemon=True)
         self._reader.start()
 
     @classmethod
     def start(cls, output: Path, tracking: TrackingConfig) -> SweepLogger:
         """Start the logger, its output in ``output``, and have it open ``tracking``'s store
         (:func:`ragsweep.tracking.log.warm_up`); return at once. The settings go through its
-        standard input: a URI may hold a password."""
+        standard input: a URI may hold a password. With ``tracking.resident`` on a ready
+        SQLite store, a session with the resident logger instead (:func:`_resident`)."""
+        logger = _resident(output, tracking) if wants_resident(tracking) else None
+        if logger is None:
+            logger = cls._own(output, tracking)
+        logger.transport.send([{WARM_UP: dataclasses.asdict(tracking)}])
+        return logger
+
+    @classmethod
+    def _own(cls, output: Path, tracking: TrackingConfig) -> SweepLogger:
+        """A logger process of this command's own."""
         answers, answer_end = os.pipe()
         try:  # a resumed sweep adds to the output
             process = spawn(
@@ -358,9 +390,7 @@ class SweepLogger:
             raise
         finally:
             os.close(answer_end)
-        logger = cls(process, os.fdopen(answers, "r", encoding="utf-8"), output, tracking)
-        send(process, [{WARM_UP: dataclasses.asdict(tracking)}])
-        return logger
+        return cls(Pipes(process), os.fdopen(answers, "r", encoding="utf-8"), output, tracking)
 
     def submit(self, run_dir: Path) -> None:
         """Hand over ``run_dir`` (its ``record.json`` written) to be logged; return at once.
@@ -400,18 +430,17 @@ class SweepLogger:
     def close(self, stream: IO[str] | None = None, once: bool = False) -> list[Logged]:
         """Tell the logger there is nothing more, wait for its last answers and for it to
         exit; return what became of the requests not drained yet."""
-        send(self.process, [{END: True}])
-        _close_requests(self.process)
+        self.abandon()
         outcome = self.drain(stream, once)
-        self.process.wait()
+        self.transport.wait()
         self._reader.join()
         return outcome
 
     def abandon(self) -> None:
         """Tell the logger there is nothing to log and return at once (the run was refused
         or failed before it had a record): it ends after opening the store."""
-        send(self.process, [{END: True}])
-        _close_requests(self.process)
+        self.transport.send([{END: True}])
+        self.transport.close()
 
     def _request(self, request: dict[str, Any]) -> None:
         with self._done:
@@ -419,25 +448,68 @@ class SweepLogger:
             request = {KEY: str(self._sent), **request}
             self._pending.append(request)
             alive = not self._ended
-        if not (alive and send(self.process, [request])):
+        if not (alive and self.transport.send([request])):
             self._reader.join()  # its answers end too: drain knows what it did not answer
 
     def _waiting(self) -> int:
         return sum(r[KEY] not in self._answers for r in self._pending)
 
-    def _read(self, answers: IO[str]) -> None:
-        """The reader thread: record each answer as it comes."""
-        with answers:
-            for line in answers:
-                answer = parse_answer(line)
-                if answer is None:
-                    continue
-                with self._done:
-                    self._answers[answer[0]] = answer[1]
-                    self._done.notify_all()
+    def _read(self, answers: IO[str], echo: IO[str] | None) -> None:
+        """The reader thread: record each answer as it comes (and write its line to
+        ``echo``, when given), until the answers end or the connection drops."""
+        try:
+            with answers:
+                for line in answers:
+                    self._answered(parse_answer(line), echo)
+        except OSError:  # the resident logger was killed with requests unread
+            pass
+        finally:
+            if echo is not None:
+                echo.close()
+            with self._done:
+                self._ended = True
+                self._done.notify_all()
+
+    def _answered(self, answer: tuple[str, Logged] | None, echo: IO[str] | None) -> None:
+        if answer is None:
+            return
+        line = answer[1].line()
+        if echo is not None and line is not None:
+            echo.write(line + "\n")
+            echo.flush()
         with self._done:
-            self._ended = True
+            self._answers[answer[0]] = answer[1]
             self._done.notify_all()
+
+
+def wants_resident(tracking: TrackingConfig) -> bool:
+    """Whether a logger for ``tracking`` is a session with the resident logger:
+    ``tracking.resident`` on, and a SQLite store (the only kind that logger is for) that
+    is ready (:func:`experiment_is_ready`)."""
+    if not tracking.resident:
+        return False
+    try:
+        uri = tracking_uri(tracking)
+    except RagsweepError:
+        return False
+    return sqlite_path(uri) is not None and experiment_is_ready(uri, tracking.experiment)
+
+
+def _resident(output: Path, tracking: TrackingConfig) -> SweepLogger | None:
+    """A session with the resident logger, saying so in ``output``; None, with a one-line
+    note there, when it cannot be used (then the command starts its own logger)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    echo = output.open("a", encoding="utf-8")
+    try:
+        connection, place = resident.connect(tracking.resident_idle_seconds)
+    except OSError as exc:
+        echo.write(f"note: not logging through the resident MLflow logger: {exc}\n")
+        echo.close()
+        return None
+    echo.write(f"logging through the resident MLflow logger (its log: {place.log})\n")
+    echo.flush()
+    answers = connection.makefile("r", encoding="utf-8")
+    return SweepLogger(resident.Connection(connection), answers, output, tracking, echo)
 
 
 def _done_here(request: dict[str, Any], tracking: TrackingConfig) -> Logged:

@@ -22,6 +22,7 @@ import os
 import select
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -48,6 +49,17 @@ RUN_EXIT_SECONDS = 5.0
 """At most this long a single run's logger waits for the run's process to end before it
 logs anyway (a program that calls ragsweep and goes on running)."""
 BACKGROUND_NICENESS = 10
+COMMAND = (
+    sys.executable,
+    *(("-P",) if sys.version_info >= (3, 11) else ()),  # the caller's folder is not on its path
+    "-m",
+    "ragsweep.cli.log",
+)
+"""``ragsweep-log`` of this interpreter: ``--serve`` is a command's logger, ``--resident``
+the resident one (:mod:`ragsweep.tracking.resident`)."""
+LOGGING = threading.Lock()
+"""Held while a request is done: the resident logger's sessions run in threads, and MLflow's
+store (one SQLite file) takes one writer at a time."""
 EXIT_ERROR = 2
 """The logger's exit status when a single run's log failed (its marker says why)."""
 
@@ -73,6 +85,14 @@ class Logged:
             f"error: run directory {self.run_dir} was not logged to MLflow: {self.error}. "
             f"It holds the whole run; log it with: ragsweep-log {self.run_dir}"
         )
+
+    def line(self) -> str | None:
+        """What a logger prints about this request: None for tags set."""
+        if self.error is not None:
+            return self.describe()
+        if self.run_dir is None:
+            return None
+        return f"{self.run_dir}: logged as run {self.run_id}"
 
 
 def _log(run_dir: Path, once: bool) -> str:
@@ -148,9 +168,17 @@ def serve(
     if after is not None:
         os.nice(BACKGROUND_NICENESS)  # the user's next command comes first
         wait_for_run_exit(after)
-    answers: IO[str] | None = None
-    if answer_fd is not None:
-        answers = os.fdopen(answer_fd, "w", encoding="utf-8")
+    answers = None if answer_fd is None else os.fdopen(answer_fd, "w", encoding="utf-8")
+    status = serve_session(requests, answers)
+    sys.stdout.flush()
+    return status
+
+
+def serve_session(requests: IO[str], answers: IO[str] | None) -> int:
+    """Do each request read from ``requests`` until it ends, answering on ``answers`` when
+    given, one request at a time in this process (:data:`LOGGING`): the loop of a command's
+    logger (:func:`serve`), and of each session of the resident one. Returns the exit
+    status (:data:`EXIT_ERROR` when a single run's log failed)."""
     tracking = TrackingConfig()
     status = 0
     for line in requests:
@@ -159,16 +187,17 @@ def serve(
             break
         if WARM_UP in request:
             tracking = from_mapping(TrackingConfig, request[WARM_UP], "tracking")
-            warm_up(tracking)
+            with LOGGING:
+                warm_up(tracking)
         if KEY not in request:
             continue
-        logged = _served(request, tracking)
+        with LOGGING:
+            logged = _served(request, tracking)
         if MARKER in request and logged.error is not None:
             status = EXIT_ERROR
         answers = _answered(answers, request[KEY], logged)
     if answers is not None:
         answers.close()
-    sys.stdout.flush()
     return status
 
 
@@ -180,10 +209,8 @@ def _served(request: dict[str, Any], tracking: TrackingConfig) -> Logged:
         logged = log_record(Path(request[RUN_DIR]))
     else:
         logged = tags_set(tracking, request[TAGS])
-    if logged.error:
-        print(logged.describe(), flush=True)
-    elif logged.run_dir is not None:
-        print(f"{logged.run_dir}: logged as run {logged.run_id}", flush=True)
+    if logged.line() is not None:
+        print(logged.line(), flush=True)
     return logged
 
 
@@ -197,7 +224,7 @@ def _answered(answers: IO[str] | None, key: str, logged: Logged) -> IO[str] | No
     try:
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
-    except (BrokenPipeError, ValueError):
+    except (OSError, ValueError):  # a pipe or a socket whose reader is gone
         return None
     return answers
 

@@ -82,12 +82,20 @@ def artifact_location(cfg: TrackingConfig, uri: str) -> str | None:
     return None
 
 
+HTTP_SETTINGS_ENV = (
+    "MLFLOW_HTTP_REQUEST_TIMEOUT",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+)
+"""MLflow's variables :func:`apply_http_settings` sets: ``tracking.timeout``,
+``tracking.retries`` and :data:`BACKOFF_FACTOR`."""
+
+
 def apply_http_settings(cfg: TrackingConfig) -> None:
     """Bound every request of this process to a tracking server: MLflow reads these
     environment variables at each request (``mlflow.utils.rest_utils``)."""
-    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(cfg.timeout)
-    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(cfg.retries)
-    os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] = str(BACKOFF_FACTOR)
+    values = (cfg.timeout, cfg.retries, BACKOFF_FACTOR)
+    os.environ.update({name: str(v) for name, v in zip(HTTP_SETTINGS_ENV, values, strict=True)})
 
 
 # --- SQLite: detect and repair a half-created store ---------------------------------------
@@ -388,28 +396,74 @@ class ReadyStore:
     uri: str
     file: Path | None
     experiment_ids: dict[str, str]
+    identity: tuple[int, int] | None = None
+    """The file's ``(st_dev, st_ino)`` when it was opened."""
 
     def still_there(self) -> bool:
-        """False when the store's file was removed since (then everything is checked again)."""
-        return self.file is None or self.file.is_file()
+        """False when the store's file was removed or replaced since (then everything is
+        checked again)."""
+        return self.file is None or file_identity(self.file) == self.identity
 
 
 _READY: dict[str, ReadyStore] = {}
 """Local stores opened by this process, by URI (sweep jobs in one process share them)."""
 
 
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of ``path``; None when there is none."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
 def _ready(uri: str) -> ReadyStore | None:
     ready = _READY.get(uri)
     if ready is not None and not ready.still_there():
         del _READY[uri]
+        _forget_opened(ready.file)
         return None
     return ready
+
+
+MLFLOW_STORE_CACHES = (
+    "mlflow.tracking._tracking_service.registry",  # TrackingStoreRegistry: store per URI
+    "mlflow.store.tracking.sqlalchemy_store",  # SqlAlchemyStore._engine_map: engine per URI
+)
+
+
+def _forget_opened(file: Path | None) -> None:
+    """Drop what MLflow keeps open on the SQLite ``file``, gone or replaced since this
+    process opened it (a long-lived logger, :mod:`ragsweep.tracking.resident`): its pooled
+    connections would go on writing into the deleted file, and every run logged there
+    would be lost. The next client opens the file anew. Nothing to drop while MLflow's
+    modules are not loaded (:data:`MLFLOW_STORE_CACHES`)."""
+    registry, sqlalchemy_store = (sys.modules.get(name) for name in MLFLOW_STORE_CACHES)
+    if registry is not None:
+        registry.TrackingStoreRegistry._get_store_with_resolved_uri.cache_clear()
+    if sqlalchemy_store is None or file is None:
+        return
+    engines = sqlalchemy_store.SqlAlchemyStore._engine_map
+    for uri in [u for u in engines if sqlite_path(u) == file]:
+        engines.pop(uri).dispose()
+
+
+def forget_experiments() -> None:
+    """Look every experiment up again at the next :func:`prepare_store` (a new session of
+    the long-lived logger, :mod:`ragsweep.tracking.resident`): since this process found it,
+    the experiment of a name may have been renamed (MLflow's UI) and another one created
+    with the name, or deleted for good; the cached id would log runs into the wrong one."""
+    for ready in _READY.values():
+        ready.experiment_ids.clear()
 
 
 def _mark_ready(uri: str, kind: StoreKind) -> ReadyStore:
     if not is_local(uri):  # a server or remote database: checked each time
         return ReadyStore(uri, None, {})
-    return _READY.setdefault(uri, ReadyStore(uri, sqlite_path(uri), {}))
+    path = sqlite_path(uri)
+    ready = ReadyStore(uri, path, {}, None if path is None else file_identity(path))
+    return _READY.setdefault(uri, ready)
 
 
 def open_client(uri: str, cfg: TrackingConfig | None = None) -> Any:
