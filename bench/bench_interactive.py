@@ -1,7 +1,7 @@
 """Issue 31 (evaluation work): the SQuAD 6-configuration use_m3 grid, warm and cold, as whole
 ``ragsweep -m`` processes, against a hand-written naive loop, on two checkouts side by side.
 
-    python bench/bench_interactive.py --other /path/to/main/checkout [--repeats 3] [--mlflow]
+    python bench/bench_interactive.py --other /path/to/main [--repeats 3] [--mlflow [--resident]]
     python bench/bench_interactive.py naive        # only the naive loop (one process)
 
 The naive loop (:func:`naive_loop`) is what a user writes without ragsweep: for each of the six
@@ -37,6 +37,7 @@ SQUAD = REPO / "outputs" / "squad"
 GRID = [(size, overlap) for size in (400, 800, 1200) for overlap in (0, 100)]
 HOLDOUT_FRACTION = 1 / 3
 K = 5
+RESIDENT = "tracking.resident=true"
 
 
 def tuning(case_id: str) -> bool:
@@ -99,10 +100,12 @@ def naive_loop() -> dict[str, Any]:
     return {"wall_seconds": round(time.perf_counter() - started, 2), "recall_at_5": recalls}
 
 
-def sweep(checkout: Path, work: Path, cache: Path, mlflow: bool) -> float:
+def sweep(checkout: Path, work: Path, cache: Path, mlflow: bool, resident: bool = False) -> float:
     """One ``ragsweep -m`` of the grid with ``checkout``'s code; its wall seconds.
-    ``mlflow``: logged to ``work``'s SQLite store, else tracking off."""
+    ``mlflow``: logged to ``work``'s SQLite store, else tracking off; ``resident``: by the
+    resident logger (``tracking.resident=true``), which lives in ``work``'s ``runtime``."""
     tracking = f"tracking.uri=sqlite:///{work / 'mlflow.db'}" if mlflow else "tracking=off"
+    resident_args = [RESIDENT] if resident else []
     command = [
         sys.executable,
         "-c",
@@ -117,8 +120,9 @@ def sweep(checkout: Path, work: Path, cache: Path, mlflow: bool) -> float:
         f"cache.dir={cache}",
         f"paths.output_dir={work}",
         f"hydra.sweep.dir={work / 'sweep'}",
+        *resident_args,
     ]
-    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src"), "XDG_RUNTIME_DIR": str(work / "rt")}
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=work)
     wall = time.perf_counter() - started
@@ -133,29 +137,39 @@ def report(**figure: Any) -> None:
 
 
 def compare(
-    checkouts: dict[str, Path], repeats: int, naive: bool, cache: Path | None, mlflow: bool
+    checkouts: dict[str, Path],
+    repeats: int,
+    naive: bool,
+    cache: Path | None,
+    mlflow: bool,
+    resident: bool = False,
 ) -> None:
     """The first checkout's grid on the cache (``cache``, else an empty one: cold), then
     every checkout's grid on that cache ``repeats`` times, alternating (warm: a checkout
     whose code reads the cache differently misses its own entries once: the median leaves
-    that out), then the naive loop."""
+    that out), then the naive loop. ``resident``: the first checkout logs through the
+    resident logger (the others as they do), stopped at the end."""
     walls: dict[str, list[float]] = {name: [] for name in checkouts}
     with tempfile.TemporaryDirectory(prefix="bench31-") as tmp:
         store = cache or Path(tmp) / "cache"
         work = {name: Path(tmp) / name for name in checkouts}
         for folder in work.values():
-            folder.mkdir()
+            (folder / "rt").mkdir(mode=0o700, parents=True)
         first = next(iter(checkouts))
         cold = cache is None or not cache.exists()
         report(
             checkout=first,
             run="cold" if cold else "first",
-            wall=sweep(checkouts[first], work[first], store, mlflow),
+            wall=sweep(checkouts[first], work[first], store, mlflow, resident),
         )
         for _ in range(repeats):
             for name, checkout in checkouts.items():
-                walls[name].append(sweep(checkout, work[name], store, mlflow))
+                walls[name].append(
+                    sweep(checkout, work[name], store, mlflow, resident and name == first)
+                )
                 report(checkout=name, run="warm", wall=walls[name][-1])
+        for socket_file in Path(tmp).glob("*/rt/ragsweep/*.sock"):
+            socket_file.unlink()  # the resident logger exits
     for name in checkouts:
         report(checkout=name, run="warm median", wall=statistics.median(walls[name]))
     if naive:
@@ -173,12 +187,15 @@ def main() -> None:
     parser.add_argument("--no-naive", action="store_true", help="leave the naive loop out")
     parser.add_argument("--cache", type=Path, help="a cache folder to keep (default: a new one)")
     parser.add_argument("--mlflow", action="store_true", help="log to MLflow (else tracking off)")
+    parser.add_argument(
+        "--resident", action="store_true", help="with --mlflow: this checkout logs resident"
+    )
     args = parser.parse_args()
     if args.mode == "naive":
         print(json.dumps(naive_loop()))
         return
     checkouts = {"this": REPO, **({"other": args.other.resolve()} if args.other else {})}
-    compare(checkouts, args.repeats, not args.no_naive, args.cache, args.mlflow)
+    compare(checkouts, args.repeats, not args.no_naive, args.cache, args.mlflow, args.resident)
 
 
 if __name__ == "__main__":

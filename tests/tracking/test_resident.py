@@ -308,8 +308,17 @@ def test_the_key_covers_the_working_directory_not_what_opening_a_store_sets(
     monkeypatch.chdir(a)
     assert resident_key(a) == key
     assert resident_key(b) != key  # another user's salt: the same setup, another key
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///other.db")
-    assert resident_key(a) != key
+    for name, value in {
+        "AWS_SECRET_ACCESS_KEY": "other",  # an artifact store's credentials
+        "https_proxy": "http://127.0.0.1:9",
+        "REQUESTS_CA_BUNDLE": "/etc/other.pem",
+        "MLFLOW_TRACKING_URI": "sqlite:///other.db",
+    }.items():
+        monkeypatch.setenv(name, value)
+        assert resident_key(a) != key, name
+        key = resident_key(a)
+    monkeypatch.setenv("EDITOR", "vi")  # anything else: the same logger
+    assert resident_key(a) == key
 
 
 def test_kill_stops_it_as_removing_its_socket_does(runtime: Path) -> None:

@@ -8,9 +8,9 @@ started detached by the first command that finds none (:func:`connect`). Each co
 is one session of the logger's own protocol (:func:`ragsweep.tracking.logger.serve_session`,
 in a thread; the requests themselves are done one at a time). The socket's name is a digest
 of everything that makes a long-lived process wrong for a new command (:func:`resident_key`),
-so a changed interpreter, version, source file, working directory or
-``MLFLOW_*``/``RAGSWEEP_*`` variable starts another one. It prints what it logged to its
-log file beside the socket, and exits after ``tracking.resident_idle_seconds`` without a
+so a changed interpreter, version, source file, working directory, ``MLFLOW_*`` or
+``RAGSWEEP_*`` variable or store credential starts another one. It prints what it logged to
+its log file beside the socket, and exits after ``tracking.resident_idle_seconds`` without a
 session, or at once when its socket file is removed or replaced (that is how to stop it).
 Its lock file, held while it lives, keeps a second one started at the same time from
 taking the socket over. A store file replaced between sessions is reopened
@@ -52,7 +52,11 @@ START_SECONDS = 10.0
 """How long a command waits for the resident logger it started to listen."""
 TICK_SECONDS = 0.5
 """How often the resident logger checks its socket file and its idle time."""
-KEYED_ENV_PREFIXES = ("MLFLOW_", "RAGSWEEP_")
+KEYED_ENV_PREFIXES = ("MLFLOW_", "RAGSWEEP_", "AWS_", "GOOGLE_", "AZURE_")
+"""Variables that change where and how a run is logged: MLflow's and ragsweep's own, and
+the credentials of the artifact stores MLflow writes to (S3, GCS, Azure)."""
+KEYED_ENV_NETWORK = ("_PROXY", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE")
+"""Name endings (upper-cased) of the proxy and certificate variables ``requests`` reads."""
 UNKEYED_ENV = frozenset({*HTTP_SETTINGS_ENV, PROGRESS_BAR_ENV})
 """``MLFLOW_*`` variables ragsweep sets in its own process (from a store's tracking settings,
 and for its own standard error), left out of the key: a command that has opened a store
@@ -117,13 +121,21 @@ def user_salt(folder: Path) -> str:
     return salt.read_text(encoding="utf-8")
 
 
+def keyed_variable(name: str) -> bool:
+    """Whether environment variable ``name`` enters :func:`resident_key`."""
+    if name in UNKEYED_ENV:
+        return False
+    return name.startswith(KEYED_ENV_PREFIXES) or name.upper().endswith(KEYED_ENV_NETWORK)
+
+
 def resident_key(folder: Path) -> str:
     """A digest of what a long-lived logger must share with a command: the interpreter,
     ragsweep's and MLflow's versions, the size and time of every ragsweep source file (an
     editable install changes without a new version), the working directory (a relative
     store or artifact path in a run's record is read in the logger's) and the
-    ``MLFLOW_*``/``RAGSWEEP_*`` environment but :data:`UNKEYED_ENV` (hashed with the rest,
-    never written anywhere), with the :func:`user_salt` of ``folder``."""
+    environment that changes how a run is logged (:func:`keyed_variable`: ``MLFLOW_*``,
+    ``RAGSWEEP_*``, artifact-store credentials, proxies and certificates; hashed with the
+    rest, never written anywhere), with the :func:`user_salt` of ``folder``."""
     try:
         mlflow_version = version("mlflow")
     except PackageNotFoundError:
@@ -133,11 +145,7 @@ def resident_key(folder: Path) -> str:
         (str(p.relative_to(package)), p.stat().st_size, p.stat().st_mtime_ns)
         for p in package.rglob("*.py")
     )
-    env = sorted(
-        (k, v)
-        for k, v in os.environ.items()
-        if k.startswith(KEYED_ENV_PREFIXES) and k not in UNKEYED_ENV
-    )
+    env = sorted((k, v) for k, v in os.environ.items() if keyed_variable(k))
     setup = [sys.executable, str(package), ragsweep.__version__, mlflow_version, sources]
     facts = [*setup, os.getcwd(), env, user_salt(folder)]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
