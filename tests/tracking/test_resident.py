@@ -312,6 +312,8 @@ def test_the_key_covers_the_working_directory_not_what_opening_a_store_sets(
         "AWS_SECRET_ACCESS_KEY": "other",  # an artifact store's credentials
         "https_proxy": "http://127.0.0.1:9",
         "REQUESTS_CA_BUNDLE": "/etc/other.pem",
+        "SSL_CERT_DIR": "/etc/other-certs",
+        "HOME": str(b),  # another ~/.aws/credentials
         "MLFLOW_TRACKING_URI": "sqlite:///other.db",
     }.items():
         monkeypatch.setenv(name, value)

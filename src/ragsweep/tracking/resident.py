@@ -52,11 +52,22 @@ START_SECONDS = 10.0
 """How long a command waits for the resident logger it started to listen."""
 TICK_SECONDS = 0.5
 """How often the resident logger checks its socket file and its idle time."""
-KEYED_ENV_PREFIXES = ("MLFLOW_", "RAGSWEEP_", "AWS_", "GOOGLE_", "AZURE_")
+KEYED_ENV_PREFIXES = ("MLFLOW_", "RAGSWEEP_", "AWS_", "GOOGLE_", "CLOUDSDK_", "AZURE_")
 """Variables that change where and how a run is logged: MLflow's and ragsweep's own, and
-the credentials of the artifact stores MLflow writes to (S3, GCS, Azure)."""
-KEYED_ENV_NETWORK = ("_PROXY", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE")
-"""Name endings (upper-cased) of the proxy and certificate variables ``requests`` reads."""
+the credentials of the artifact stores MLflow writes to (S3, GCS and the gcloud
+configuration its default credentials come from, Azure)."""
+KEYED_ENV_NETWORK = (
+    "_PROXY",
+    "REQUESTS_CA_BUNDLE",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "CURL_CA_BUNDLE",
+)
+"""Name endings (upper-cased) of the proxy and certificate variables ``requests`` and
+OpenSSL read."""
+KEYED_ENV_NAMES = frozenset({"HOME", "NETRC", "KRB5CCNAME"})
+"""Where credential files are found: the home folder (``~/.aws/credentials``, gcloud's
+configuration, ``~/.netrc``), ``requests``' netrc and the Kerberos ticket cache (HDFS)."""
 UNKEYED_ENV = frozenset({*HTTP_SETTINGS_ENV, PROGRESS_BAR_ENV})
 """``MLFLOW_*`` variables ragsweep sets in its own process (from a store's tracking settings,
 and for its own standard error), left out of the key: a command that has opened a store
@@ -125,7 +136,9 @@ def keyed_variable(name: str) -> bool:
     """Whether environment variable ``name`` enters :func:`resident_key`."""
     if name in UNKEYED_ENV:
         return False
-    return name.startswith(KEYED_ENV_PREFIXES) or name.upper().endswith(KEYED_ENV_NETWORK)
+    if name in KEYED_ENV_NAMES or name.startswith(KEYED_ENV_PREFIXES):
+        return True
+    return name.upper().endswith(KEYED_ENV_NETWORK)
 
 
 def resident_key(folder: Path) -> str:
@@ -134,8 +147,9 @@ def resident_key(folder: Path) -> str:
     editable install changes without a new version), the working directory (a relative
     store or artifact path in a run's record is read in the logger's) and the
     environment that changes how a run is logged (:func:`keyed_variable`: ``MLFLOW_*``,
-    ``RAGSWEEP_*``, artifact-store credentials, proxies and certificates; hashed with the
-    rest, never written anywhere), with the :func:`user_salt` of ``folder``."""
+    ``RAGSWEEP_*``, artifact-store credentials and the folders they are read from, proxies
+    and certificates; hashed with the rest, never written anywhere), with the
+    :func:`user_salt` of ``folder``."""
     try:
         mlflow_version = version("mlflow")
     except PackageNotFoundError:
