@@ -365,7 +365,8 @@ def test_without_a_sweep_file_the_grid_goes_to_the_basic_sweeper(tmp_path: Path)
 
 
 def real_task(cfg: DictConfig) -> float:
-    """What the ``ragsweep`` app does for one job."""
+    """What the ``ragsweep`` app does for one job (returning a plain float: the grid then
+    reads its figures from the job's files)."""
     return run_from_config(cfg, Path(HydraConfig.get().runtime.output_dir))
 
 
